@@ -1,0 +1,166 @@
+"""Backends carry out Calls on a submission: in this process (debugging) or in a worker (grading).
+
+Both give the same Outcome and raise the same exceptions, so every test runs unchanged either way.
+"""
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from autograder import errors
+from autograder.calls import Call, Outcome
+from autograder.isolation import Isolation
+from autograder.sandbox import executor, wire
+from autograder.worker import Limits, WorkerProcess
+
+TIMEOUT_STRIKES = 2  # after this many timeouts a function is no longer called: fail fast instead
+
+
+class Backend:
+    name = "backend"
+    isolation = "none"
+
+    def run(self, call: Call) -> Outcome:
+        outcome = self._run(call)
+        if outcome.forbidden:
+            raise errors.ForbiddenApiError(
+                f"{call.target} used {', '.join(outcome.forbidden)}, which this assignment forbids: "
+                "implement attention yourself with matmul, softmax and friends")
+        return outcome
+
+    def call(self, target: str, *args, **kwargs):
+        """The output of one function call: the common case in tests."""
+        return self.run(Call(target, args, kwargs)).output
+
+    def close(self) -> None:
+        pass
+
+    def _run(self, call: Call) -> Outcome:
+        raise NotImplementedError
+
+
+class InProcessBackend(Backend):
+    """Imports the submission here: breakpoints and prints work, nothing is isolated."""
+
+    isolation = "none"
+
+    def __init__(self, path: Path):
+        self.name = str(path)
+        spec = importlib.util.spec_from_file_location(f"mhsa_under_test_{abs(hash(str(path)))}", path)
+        self.module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.module)
+
+    def _run(self, call: Call) -> Outcome:
+        return Outcome(**executor.execute(self.module, call.to_wire()))
+
+
+class WorkerBackend(Backend):
+    """Runs the submission in a worker process; a hang or crash costs only the call it happened in."""
+
+    def __init__(self, path: Path, isolation: Isolation, limits: Limits = Limits(), hidden=()):
+        self.name, self.path = str(path), Path(path)
+        self.isolation, self.limits, self.hidden = isolation.level, limits, list(hidden)
+        self._isolation = isolation
+        self._worker = None
+        self._import_failure = None
+        self._timeouts = Counter()
+        self.output_log = []
+
+    def _run(self, call: Call) -> Outcome:
+        if self._timeouts[call.target] >= TIMEOUT_STRIKES:
+            raise errors.SubmissionTimeout(
+                f"{call.target} timed out {TIMEOUT_STRIKES} times already, so it was not called again")
+        worker = self._ensure_worker()
+        try:
+            reply = worker.request(wire.encode(call.to_wire()), self.limits.call_timeout)
+        except TimeoutError:
+            self._timeouts[call.target] += 1
+            self._stop()
+            raise errors.SubmissionTimeout(
+                f"{call.signature()} did not finish within {self.limits.call_timeout:g} s "
+                "(an infinite loop, or a Python loop over every element?)") from None
+        except (EOFError, OSError, wire.WireError) as err:
+            why = worker.exit_description() if not isinstance(err, wire.WireError) else f"sent garbage ({err})"
+            self._stop()
+            raise errors.SubmissionCrashed(f"the process running your code {why} during {call.signature()}") from None
+        return self._outcome(reply, call)
+
+    def _outcome(self, reply, call) -> Outcome:
+        if not isinstance(reply, dict) or reply.get("status") not in ("ok", "raised"):
+            self._stop()
+            raise errors.SubmissionCrashed(f"the process running your code sent a malformed reply to {call.target}")
+        if reply["status"] == "raised":
+            raise errors.raised(str(reply.get("type")), str(reply.get("message")), str(reply.get("traceback", "")))
+        result = reply.get("result")
+        fields = {"output": None, "input_grads": dict, "param_grads": dict, "attributes": dict,
+                  "mutated": list, "forbidden": list}
+        if not isinstance(result, dict) or set(result) != set(fields):
+            raise errors.SubmissionCrashed(f"the process running your code sent a malformed result for {call.target}")
+        for key, kind in fields.items():
+            if kind is not None and not isinstance(result[key], kind):
+                raise errors.SubmissionCrashed(f"malformed '{key}' in the result for {call.target}")
+        for grads in (result["input_grads"], result["param_grads"]):
+            if not all(g is None or type(g) is torch.Tensor for g in grads.values()):
+                raise errors.SubmissionCrashed(f"gradients of {call.target} are not plain tensors")
+        result["mutated"] = [str(m) for m in result["mutated"]]
+        result["forbidden"] = [str(f) for f in result["forbidden"]]
+        return Outcome(**result)
+
+    def _ensure_worker(self) -> WorkerProcess:
+        if self._import_failure is not None:
+            raise errors.SubmissionImportError(self._import_failure)
+        if self._worker is not None:
+            return self._worker
+        worker = WorkerProcess(self.path, self._isolation, self.limits, self.hidden)
+        try:
+            hello = worker.receive(self.limits.import_timeout)
+        except TimeoutError:
+            failure = f"importing your mhsa.py did not finish within {self.limits.import_timeout:g} s"
+        except (EOFError, OSError, wire.WireError):
+            failure = f"the process importing your mhsa.py {worker.exit_description()}"
+        else:
+            failure = _import_failure_text(hello)
+        if failure is not None:
+            self._worker = worker
+            self._stop()
+            self._import_failure = failure
+            raise errors.SubmissionImportError(failure)
+        self._worker = worker
+        return worker
+
+    def _stop(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self.output_log.append(self._worker.output.text())
+            self._worker = None
+
+    def printed_output(self) -> str:
+        """Everything the submission printed (capped per worker), for the results' top-level output."""
+        live = [self._worker.output.text()] if self._worker is not None else []
+        return "".join(self.output_log + live)
+
+    def close(self) -> None:
+        self._stop()
+
+
+def _import_failure_text(hello) -> str | None:
+    if isinstance(hello, dict) and hello.get("status") == "ready":
+        return None
+    if isinstance(hello, dict) and hello.get("status") == "import_error":
+        kind, message = str(hello.get("type")), str(hello.get("message"))
+        where = str(hello.get("traceback", ""))
+        return f"importing your mhsa.py raised {kind}: {message}\n{where}".rstrip()
+    return "the process importing your mhsa.py sent a malformed reply"
+
+
+def in_process(path: Path) -> InProcessBackend:
+    try:
+        return InProcessBackend(path)
+    except SyntaxError:
+        raise
+    except Exception as err:  # noqa: BLE001 - reported to the student as an import failure
+        raise errors.SubmissionImportError(f"importing {path} raised {type(err).__name__}: {err}") from err
+    finally:
+        sys.modules.pop("mhsa", None)

@@ -1,0 +1,45 @@
+"""Exceptions that carry what the submission did back into a test, in the grader's process.
+
+An exception raised by student code in the worker comes back as data (type name, message, student
+traceback) and is raised again here. Built-in types are kept, so `pytest.raises(ValueError)` holds
+whether the submission ran in-process or in the worker; nothing from the worker is unpickled.
+"""
+import builtins
+
+
+class SubmissionError(Exception):
+    """The submission failed in a way a test should report, not the grader."""
+
+
+class SubmissionRaised(SubmissionError):
+    """Student code raised an exception that is not a built-in type."""
+
+
+class SubmissionImportError(SubmissionError):
+    """mhsa.py could not be imported (syntax error, exception, exit or hang at import)."""
+
+
+class SubmissionTimeout(SubmissionError):
+    """A call ran past its time limit; the worker was killed and restarted."""
+
+
+class SubmissionCrashed(SubmissionError):
+    """The worker died during a call: os._exit, a segfault, the memory limit, too much output."""
+
+
+class ForbiddenApiError(SubmissionError):
+    """The submission used an API the assignment forbids; its rubric part scores 0."""
+
+
+_RAISED = {}
+
+
+def raised(type_name: str, message: str, student_traceback: str) -> SubmissionError:
+    """An exception of the student's type (built-ins only) that is also a SubmissionError."""
+    text = f"{message}\n\nWhere it was raised in your code:\n{student_traceback}" if student_traceback else message
+    base = getattr(builtins, type_name, None)
+    if isinstance(base, type) and issubclass(base, Exception) and not issubclass(base, SubmissionError):
+        if type_name not in _RAISED:
+            _RAISED[type_name] = type(type_name, (SubmissionRaised, base), {"__module__": "builtins"})
+        return _RAISED[type_name](text)
+    return SubmissionRaised(f"{type_name}: {text}")

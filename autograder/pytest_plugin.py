@@ -1,0 +1,126 @@
+"""pytest plugin for the assignment's tests: which submission (--impl), how it runs (--isolation),
+the rubric part of each test, fixed seeds, and derandomized hypothesis.
+
+Loaded for every run through pyproject's addopts, so `pytest tests_public` works as a student types it.
+"""
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+from autograder import errors, rubric
+from autograder.backends import Backend, WorkerBackend, in_process
+from autograder.compare import Mismatch
+from autograder.isolation import resolve
+
+REPO = rubric.REPO
+BACKEND_KEY = pytest.StashKey[Backend]()
+ISOLATION_CHOICES = ("inprocess", "auto", "process", "sandbox")
+
+settings.register_profile("grading", derandomize=True, database=None, deadline=None, print_blob=False,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile("grading")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("mhsa", "multi-head self-attention assignment")
+    group.addoption("--impl", default="assignment",
+                    help="submission to test: 'assignment' (default), 'reference', or a path to mhsa.py "
+                         "or to a folder that holds it")
+    group.addoption("--isolation", default="inprocess", choices=ISOLATION_CHOICES,
+                    help="inprocess (default: debuggable), or run the submission in a worker process: "
+                         "process, sandbox (bubblewrap) or auto (the strongest available)")
+    group.addoption("--hide", action="append", default=[], metavar="PATH",
+                    help="another path the submission must not read (worker isolation only)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "part(name): the rubric part this test grades")
+
+
+def resolve_impl(value: str) -> Path:
+    named = {"assignment": REPO / "assignment" / "mhsa.py", "reference": REPO / "reference" / "mhsa.py"}
+    path = named.get(value, Path(value))
+    if path.is_dir():
+        path = path / "mhsa.py"
+    if not path.is_file():
+        raise pytest.UsageError(f"--impl {value}: no such file {path}")
+    return path.resolve()
+
+
+@pytest.fixture(scope="session")
+def impl(request) -> Backend:
+    """The submission under test, as a Backend: tests describe calls, never touch its objects."""
+    config = request.config
+    path = resolve_impl(config.getoption("impl"))
+    mode = config.getoption("isolation")
+    if mode == "inprocess":
+        try:
+            backend = in_process(path)
+        except (errors.SubmissionImportError, SyntaxError) as err:
+            backend = BrokenBackend(str(path), f"{type(err).__name__}: {err}")
+    else:
+        grading_rubric = rubric.load()
+        hidden = [p for p in grading_rubric.hidden if p.exists()] + [Path(p).resolve() for p in config.getoption("hide")]
+        backend = WorkerBackend(path, resolve(mode), grading_rubric.limits, hidden)
+    config.stash[BACKEND_KEY] = backend
+    yield backend
+    backend.close()
+
+
+class BrokenBackend(Backend):
+    """A submission that could not be imported: every call fails with the reason."""
+
+    def __init__(self, name, reason):
+        self.name, self.reason = name, reason
+
+    def _run(self, call):
+        raise errors.SubmissionImportError(f"could not import your mhsa.py: {self.reason}")
+
+
+@pytest.fixture(autouse=True)
+def _fixed_seed(request):
+    """Inputs are drawn from a seed fixed per test, so a submission always sees the same data."""
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "impl" not in getattr(item, "fixturenames", ()):
+            continue
+        parts = [m.args[0] for m in item.iter_markers("part")]
+        if len(parts) != 1 or parts[0] not in rubric.PARTS:
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one @pytest.mark.part(...) naming one of "
+                                    f"{', '.join(rubric.PARTS)}; has {parts}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach to each report what the grader needs: part, suite and a student-facing failure."""
+    report = (yield).get_result()
+    part = next((m.args[0] for m in item.iter_markers("part")), None)
+    if part is None or report.when != "call" and not report.failed:
+        return
+    report.user_properties.append(("part", part))
+    report.user_properties.append(("suite", "hidden" if "tests_hidden" in item.path.parts else "public"))
+    if call.excinfo is None:
+        return
+    for key, value in describe_failure(call.excinfo.value).items():
+        report.user_properties.append((key, value))
+
+
+def describe_failure(exc: BaseException) -> dict:
+    """A failure as strings: summary (safe for hidden tests), detail (values), hint, example."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if n.startswith("Falsifying")]
+    info = {"kind": type(exc).__name__, "example": "\n".join(notes)}
+    if isinstance(exc, Mismatch):
+        info |= {"summary": exc.summary, "detail": exc.detail, "hint": exc.hint}
+    elif isinstance(exc, errors.SubmissionError) or isinstance(exc, NotImplementedError):
+        info |= {"summary": str(exc)}
+    else:
+        info |= {"summary": f"{type(exc).__name__}: {exc}".strip()}
+    if isinstance(exc, errors.ForbiddenApiError):
+        info["forbidden"] = str(exc)
+    return info

@@ -1,0 +1,57 @@
+"""The rubric file, read once into plain objects."""
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.worker import Limits
+
+REPO = Path(__file__).resolve().parents[1]
+RUBRIC_FILE = REPO / "rubric.toml"
+PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
+FEEDBACK_LEVELS = ("summary", "name", "full")
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    title: str
+    points: float
+    functions: tuple
+    feedback: str
+    require_cuda: bool = False
+
+
+@dataclass(frozen=True)
+class Rubric:
+    parts: dict
+    suite_weights: dict
+    limits: Limits
+    submission_timeout: float
+    hidden: tuple
+
+    def part_of(self, function: str) -> list:
+        return [p.name for p in self.parts.values() if function in p.functions]
+
+
+def load(path: Path = RUBRIC_FILE) -> Rubric:
+    data = tomllib.loads(Path(path).read_text())
+    feedback = data.get("feedback", {})
+    parts = {}
+    for name, spec in data["parts"].items():
+        if name not in PARTS:
+            raise ValueError(f"{path}: unknown rubric part {name!r}; parts are {', '.join(PARTS)}")
+        level = feedback.get(name, feedback.get("default", "summary"))
+        if level not in FEEDBACK_LEVELS:
+            raise ValueError(f"{path}: feedback for {name} must be one of {FEEDBACK_LEVELS}")
+        parts[name] = Part(name, spec["title"], float(spec["points"]), tuple(spec.get("functions", ())),
+                           level, bool(spec.get("require_cuda", False)))
+    weights = {k: float(v) for k, v in data["suites"].items()}
+    if abs(sum(weights.values()) - 1) > 1e-9:
+        raise ValueError(f"{path}: suite shares must add up to 1, got {weights}")
+    lim = data.get("limits", {})
+    limits = Limits(call_timeout=float(lim.get("call_timeout_s", 10)),
+                    import_timeout=float(lim.get("import_timeout_s", 60)),
+                    memory_mb=int(lim.get("memory_mb", 6144)), cpu_seconds=int(lim.get("cpu_s", 600)),
+                    output_bytes=int(lim.get("output_kb", 64)) * 1024)
+    hidden = tuple(REPO / p for p in data.get("isolation", {}).get("hidden", ()))
+    return Rubric(parts, weights, limits, float(lim.get("submission_timeout_s", 300)), hidden)

@@ -1,0 +1,144 @@
+"""Carries out one call on a loaded submission: the same code in the worker and in-process.
+
+A call is plain data (see autograder.calls.Call): which function or class, its arguments, and for
+a class the constructor arguments, weights, mode and an optional backward pass. The result is
+plain data too: outputs, gradients, which inputs were modified in place, forbidden APIs used.
+"""
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Torch-level names (TorchFunctionMode) and aten operator prefixes (TorchDispatchMode) that do the
+# whole attention computation for the student. Names, not objects, so getattr tricks are caught too.
+FORBIDDEN_FUNCTIONS = frozenset({
+    "scaled_dot_product_attention", "multi_head_attention_forward", "_native_multi_head_attention",
+    "_transformer_encoder_layer_fwd",
+})
+FORBIDDEN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product",
+                 "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd",
+                 "aten::_fused_sdp_choice")
+FORBIDDEN_MODULES = ("MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                     "TransformerEncoderLayer", "TransformerDecoderLayer")
+
+
+class ForbiddenApiMonitor(TorchFunctionMode):
+    """Records forbidden torch functions and aten operators called while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = []
+        self._ops = _OpRecorder(self.used)
+
+    def __enter__(self):
+        self._ops.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        self._ops.__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in FORBIDDEN_FUNCTIONS:
+            _note(self.used, f"torch function {name}")
+        return func(*args, **(kwargs or {}))
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self, used):
+        super().__init__()
+        self.used = used
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        if name.startswith(FORBIDDEN_OPS):
+            _note(self.used, f"operator {name}")
+        return func(*args, **(kwargs or {}))
+
+
+def _note(used, what):
+    if what not in used:
+        used.append(what)
+
+
+def forbidden_submodules(module):
+    return [f"nn.{type(m).__name__} at '{name or 'self'}'" for name, m in module.named_modules()
+            if type(m).__module__.startswith("torch.nn") and type(m).__name__ in FORBIDDEN_MODULES]
+
+
+def execute(submission, call: dict) -> dict:
+    """Runs `call` against the module object `submission`; exceptions propagate to the caller."""
+    target = getattr(submission, call["target"], None)
+    if target is None:
+        raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
+    args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
+    result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
+              "forbidden": []}
+    torch.manual_seed(call.get("seed", 0))
+    monitor = ForbiddenApiMonitor()
+    fn = target
+    if call.get("init") is not None:
+        with monitor:
+            fn = target(**call["init"])
+        if call.get("dtype") is not None:
+            fn = fn.to(call["dtype"])
+        if call.get("state") is not None:
+            fn.load_state_dict(call["state"], strict=True)
+        fn.train(bool(call.get("training", False)))
+        result["attributes"] = describe(fn)
+        result["forbidden"].extend(forbidden_submodules(fn))
+        if call.get("construct_only"):
+            result["forbidden"].extend(monitor.used)
+            return result
+
+    backward = call.get("grad_outputs") is not None
+    named = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+    if backward:
+        for name, a in named.items():
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                a.requires_grad_(True)
+    before = {name: a.detach().clone() for name, a in named.items() if isinstance(a, torch.Tensor)}
+    with monitor:
+        out = fn(*args, **kwargs)
+        if backward:
+            outputs = [t for t in _tensors(out) if t.requires_grad]
+            grads = _tensors(call["grad_outputs"])[:len(outputs)]
+            if outputs:
+                torch.autograd.backward(outputs, grads)
+    result["output"] = out
+    result["mutated"] = [name for name, old in before.items() if not _same_bits(named[name].detach(), old)]
+    if backward:
+        result["input_grads"] = {name: a.grad for name, a in named.items()
+                                 if isinstance(a, torch.Tensor) and a.is_floating_point()}
+        if isinstance(fn, torch.nn.Module):
+            result["param_grads"] = {name: p.grad for name, p in fn.named_parameters()}
+    result["forbidden"].extend(monitor.used)
+    return result
+
+
+def describe(module) -> dict:
+    """What the grader may check about a constructed module, as plain data."""
+    plain = (bool, int, float, str)
+    return {
+        "class": type(module).__name__,
+        "params": {name: list(p.shape) for name, p in module.named_parameters()},
+        "children": {name: type(m).__name__ for name, m in module.named_children()},
+        "fields": {name: value for name, value in vars(module).items()
+                   if not name.startswith("_") and isinstance(value, plain)},
+        "training": module.training,
+    }
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+def _same_bits(a, b):
+    """Equality that treats NaN like any other value: an in-place write is a change of bits."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))

@@ -1,0 +1,135 @@
+"""One worker process seen from the grader: start it, send calls, drain its output, kill it all."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.isolation import Isolation
+from autograder.sandbox import wire
+
+SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_timeout: float = 10.0
+    import_timeout: float = 60.0
+    memory_mb: int = 6144
+    cpu_seconds: int = 600
+    output_bytes: int = 64 * 1024
+
+
+class CappedOutput:
+    """Keeps the first `cap` bytes a stream produces and counts the rest, reading until EOF."""
+
+    def __init__(self, fd: int, cap: int):
+        self.cap, self.kept, self.total = cap, bytearray(), 0
+        self._thread = threading.Thread(target=self._drain, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, fd):
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(1 << 16):
+                self.total += len(chunk)
+                room = self.cap - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+
+    def text(self, wait: float = 0.0) -> str:
+        self._thread.join(wait)
+        out = self.kept.decode("utf-8", "replace")
+        if self.total > self.cap:
+            out += f"\n[... output cut: {self.total:,} bytes printed, {self.cap:,} kept]"
+        return out
+
+
+class WorkerProcess:
+    """A started worker. `request` raises TimeoutError, EOFError (it died) or wire.WireError."""
+
+    def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path]):
+        self.workdir = Path(tempfile.mkdtemp(prefix="mhsa-worker-"))
+        copy = self.workdir / "mhsa.py"
+        copy.write_bytes(Path(submission).read_bytes())
+        prefix, script, denied = isolation.command(self.workdir, hidden)
+        config = {"memory_bytes": limits.memory_mb << 20, "cpu_seconds": limits.cpu_seconds,
+                  "denied_paths": denied}
+        req_r, self._req_w = os.pipe()
+        self._resp_r, resp_w = os.pipe()
+        out_r, out_w = os.pipe()
+        env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir)}
+        self.proc = subprocess.Popen(
+            [*prefix, script, str(req_r), str(resp_w), str(copy), json.dumps(config)],
+            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w),
+            cwd=self.workdir, env=env, start_new_session=True)
+        for fd in (req_r, resp_w, out_w):
+            os.close(fd)
+        self.output = CappedOutput(out_r, limits.output_bytes)
+
+    def request(self, payload: bytes, timeout: float):
+        wire.write_frame(self._req_w, payload)
+        return self.receive(timeout)
+
+    def receive(self, timeout: float):
+        return wire.decode(wire.read_frame(self._resp_r, time.monotonic() + timeout))
+
+    def exit_description(self) -> str:
+        """Why the worker is gone, in words a student understands."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "stopped answering"
+        if code < 0:
+            name = signal.Signals(-code).name
+            reasons = {"SIGSEGV": " (a segmentation fault)", "SIGKILL": " (killed: often the memory limit)",
+                       "SIGXCPU": " (the CPU time limit)", "SIGABRT": " (aborted)"}
+            return f"was killed by {name}{reasons.get(name, '')}"
+        return f"exited with status {code} (a call to sys.exit or os._exit?)"
+
+    def stop(self) -> None:
+        """Kill the worker and everything it started; safe to call twice."""
+        for fd in (self._req_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._req_w = self._resp_r = -1
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.kill()
+        self.proc.wait()
+        _kill_session_leftovers(self.proc.pid)
+        self.output.text(wait=2)
+        _remove_tree(self.workdir)
+
+
+def _kill_session_leftovers(session_id: int) -> None:
+    """Processes still in the worker's session (killpg misses other process groups in it)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session_id:  # stat field 6: session id
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Public tests: run `pytest tests_public` (your assignment/mhsa.py) or add --impl PATH."""
