@@ -1,0 +1,93 @@
+"""The student release and the generated files that must match the reference."""
+import shutil
+from pathlib import Path
+
+from autograder.rubric import REPO
+from autograder.stubs import generate_stubs, solution_lines
+
+
+def generated_files() -> dict:
+    """Committed file (relative path) -> the text the single source of truth generates for it."""
+    reference = (REPO / "reference" / "mhsa.py").read_text()
+    files = {"assignment/mhsa.py": generate_stubs(reference)}
+    try:
+        from autograder import notebook  # the nbgrader source notebook, where the course has one
+    except ImportError:
+        return files
+    return files | notebook.generated_files()
+
+
+def stale_files() -> list:
+    """Generated files whose committed text differs from what the reference generates now."""
+    return [path for path, text in generated_files().items()
+            if not (REPO / path).is_file() or (REPO / path).read_text() != text]
+
+
+def write_generated() -> list:
+    written = []
+    for path, text in generated_files().items():
+        target = REPO / path
+        if not target.is_file() or target.read_text() != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            written.append(path)
+    return written
+
+
+# What the student release holds, relative to the repository; folders are copied whole.
+RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "pyproject.toml",
+                   "requirements.txt"]
+NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
+RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
+                            "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
+                            "autograder/gradescope.py"]
+
+
+def build_release(out: Path) -> Path:
+    """Write the student-facing repository to `out` (which must not exist)."""
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} already exists; choose a new folder")
+    stale = stale_files()
+    if stale:
+        raise RuntimeError(f"generated files are out of date: {', '.join(stale)}; run "
+                           "`python -m autograder release --write` first")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    for item in RELEASE_CONTENT:
+        source = REPO / item
+        if source.is_dir():
+            shutil.copytree(source, out / item, ignore=ignore)
+        elif source.is_file():
+            (out / item).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, out / item)
+    for item in RELEASE_EXCLUDED_MODULES:
+        target = out / item
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    student_readme = REPO / "docs" / "student-README.md"
+    shutil.copy2(student_readme, out / "README.md")
+    leaks = find_leaks(out)
+    if leaks:
+        shutil.rmtree(out)
+        raise RuntimeError("the release would leak instructor material:\n" + "\n".join(leaks))
+    return out
+
+
+def find_leaks(root: Path) -> list:
+    """Instructor-only material found under `root`: folders, solution markers, solution lines."""
+    root = Path(root)
+    leaks = [f"{name}/ is present" for name in NEVER_RELEASED if (root / name).exists()]
+    secrets = solution_lines((REPO / "reference" / "mhsa.py").read_text())
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in (".py", ".md", ".ipynb", ".txt", ".toml", ".json", ".cfg"):
+            continue
+        text = path.read_text(errors="replace")
+        relative = path.relative_to(root)
+        if "BEGIN SOLUTION" in text and relative.as_posix() != "autograder/stubs.py":
+            leaks.append(f"{relative}: contains a solution region marker")
+        if "BEGIN HIDDEN TESTS" in text and relative.as_posix() != "autograder/notebook.py":
+            leaks.append(f"{relative}: contains hidden tests")
+        leaks += [f"{relative}: contains the solution line {line!r}" for line in secrets if line in text]
+    return leaks
