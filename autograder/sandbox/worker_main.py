@@ -25,6 +25,7 @@ BLOCKED_EVENTS = {
     "socket.connect": "network access", "socket.bind": "network access",
     "socket.sendto": "network access",
 }
+SUBMISSION_PATH = None
 PATH_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
                "os.remove", "os.symlink", "os.link"}
 
@@ -75,6 +76,8 @@ def audit_hook(denied_paths):
 def load_submission(path):
     import importlib.util
 
+    global SUBMISSION_PATH
+    SUBMISSION_PATH = path
     try:
         spec = importlib.util.spec_from_file_location("mhsa", path)
         module = importlib.util.module_from_spec(spec)
@@ -95,6 +98,9 @@ def answer(module, request):
 def describe_exception(err):
     frames = traceback.extract_tb(err.__traceback__)
     student = [f for f in frames if not f.filename.endswith(("executor.py", "worker_main.py"))]
+    for frame in student:  # the private copy's path means nothing to the student and varies per run
+        if frame.filename == SUBMISSION_PATH:
+            frame.filename = "mhsa.py"
     return {
         "type": type(err).__name__,
         "message": str(err)[:2000],
