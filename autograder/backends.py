@@ -4,7 +4,7 @@ Both give the same Outcome and raise the same exceptions, so every test runs unc
 """
 import importlib.util
 import sys
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -15,7 +15,9 @@ from autograder.isolation import Isolation
 from autograder.sandbox import executor, wire
 from autograder.worker import Limits, WorkerProcess
 
-TIMEOUT_STRIKES = 2  # after this many timeouts a function is no longer called: fail fast instead
+# After this many timeouts or crashes a function is no longer called and fails fast instead: each
+# costs a worker restart (seconds), and hypothesis would otherwise call it again while shrinking.
+STRIKES = 2
 
 
 class Backend:
@@ -65,24 +67,26 @@ class WorkerBackend(Backend):
         self._isolation = isolation
         self._worker = None
         self._import_failure = None
-        self._timeouts = Counter()
+        self._strikes = defaultdict(list)  # function -> the errors (timeout, crash) it caused
         self.output_log = []
 
     def _run(self, call: Call) -> Outcome:
-        if self._timeouts[call.target] >= TIMEOUT_STRIKES:
-            raise errors.SubmissionTimeout(
-                f"{call.target} timed out {TIMEOUT_STRIKES} times already, so it was not called again")
+        if len(self._strikes[call.target]) >= STRIKES:
+            raise self._strikes[call.target][-1](
+                f"{call.target} timed out or crashed the process {STRIKES} times already, "
+                "so it was not called again")
         worker = self._ensure_worker()
         try:
-            reply = worker.request(wire.encode(call.to_wire()), self.limits.call_timeout)
+            reply = worker.request(wire.encode(call.to_wire() | {"return_inputs": True}), self.limits.call_timeout)
         except TimeoutError:
-            self._timeouts[call.target] += 1
+            self._strikes[call.target].append(errors.SubmissionTimeout)
             self._stop()
             raise errors.SubmissionTimeout(
                 f"{call.signature()} did not finish within {self.limits.call_timeout:g} s "
                 "(an infinite loop, or a Python loop over every element?)") from None
         except (EOFError, OSError, wire.WireError) as err:
             why = worker.exit_description() if not isinstance(err, wire.WireError) else f"sent garbage ({err})"
+            self._strikes[call.target].append(errors.SubmissionCrashed)
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code {why} during {call.signature()}") from None
         return self._outcome(reply, call)
@@ -104,7 +108,7 @@ class WorkerBackend(Backend):
         for grads in (result["input_grads"], result["param_grads"]):
             if not all(g is None or type(g) is torch.Tensor for g in grads.values()):
                 raise errors.SubmissionCrashed(f"gradients of {call.target} are not plain tensors")
-        result["mutated"] = [str(m) for m in result["mutated"]]
+        result["mutated"] = mutated_inputs(call, reply.get("inputs"))
         result["forbidden"] = [str(f) for f in result["forbidden"]]
         return Outcome(**result)
 
@@ -143,6 +147,18 @@ class WorkerBackend(Backend):
 
     def close(self) -> None:
         self._stop()
+
+
+def mutated_inputs(call: Call, inputs) -> list:
+    """Tensor arguments the submission changed in place, judged here against the grader's own copies
+    (the worker's own verdict could be bent by a submission that patches torch.equal)."""
+    if not (isinstance(inputs, dict) and isinstance(inputs.get("args"), list)
+            and isinstance(inputs.get("kwargs"), dict) and len(inputs["args"]) == len(call.args)):
+        raise errors.SubmissionCrashed(f"the process running your code sent malformed inputs back for {call.target}")
+    sent = {f"arg{i}": a for i, a in enumerate(call.args)} | dict(call.kwargs)
+    back = {f"arg{i}": a for i, a in enumerate(inputs["args"])} | inputs["kwargs"]
+    return [name for name, mine in sent.items() if isinstance(mine, torch.Tensor)
+            and not (type(back.get(name)) is torch.Tensor and executor.same_bits(back[name], mine.detach()))]
 
 
 def _import_failure_text(hello) -> str | None:

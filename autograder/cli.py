@@ -8,6 +8,7 @@ COMMANDS = {
     "grade": "autograder.commands.grade",
     "release": "autograder.commands.release",
     "gradescope": "autograder.commands.gradescope",
+    "gradebook": "autograder.commands.gradebook",
 }
 
 

@@ -5,6 +5,8 @@ and a detail (the expected and actual values). Hidden tests show students the su
 """
 import torch
 
+from autograder.sandbox.wire import Unsupported
+
 TOLERANCES = {  # (rtol, atol)
     torch.float64: (1e-7, 1e-9),
     torch.float32: (1e-4, 1e-5),
@@ -43,7 +45,8 @@ def expect_tensor(got, expected: torch.Tensor, *, what: str, rtol=None, atol=Non
     Positions where both are ±inf must agree exactly (masks); NaN never matches.
     """
     if not isinstance(got, torch.Tensor) or type(got) is not torch.Tensor:
-        kind = "a tensor subclass" if isinstance(got, torch.Tensor) else repr(got) if got is None else type(got).__name__
+        kind = ("a tensor subclass" if isinstance(got, torch.Tensor) else repr(got) if got is None
+                else got.what if isinstance(got, Unsupported) else type(got).__name__)
         raise Mismatch(f"{what}: expected a torch.Tensor, got {kind}.", hint=hint)
     if tuple(got.shape) != tuple(expected.shape):
         raise Mismatch(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}.",

@@ -35,11 +35,16 @@ _RAISED = {}
 
 
 def raised(type_name: str, message: str, student_traceback: str) -> SubmissionError:
-    """An exception of the student's type (built-ins only) that is also a SubmissionError."""
-    text = f"{message}\n\nWhere it was raised in your code:\n{student_traceback}" if student_traceback else message
+    """An exception of the student's type (built-ins only) that is also a SubmissionError.
+
+    Its text starts with the type's name: a bare MemoryError or SystemExit has no message at all.
+    """
+    text = f"{type_name}: {message}".rstrip(": ")
+    if student_traceback:
+        text += f"\n\nWhere it was raised in your code:\n{student_traceback}"
     base = getattr(builtins, type_name, None)
     if isinstance(base, type) and issubclass(base, Exception) and not issubclass(base, SubmissionError):
         if type_name not in _RAISED:
             _RAISED[type_name] = type(type_name, (SubmissionRaised, base), {"__module__": "builtins"})
         return _RAISED[type_name](text)
-    return SubmissionRaised(f"{type_name}: {text}")
+    return SubmissionRaised(text)

@@ -5,7 +5,6 @@ worker processes that the `impl` fixture (and the diagnosis) start.
 """
 import contextlib
 import io
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ import pytest
 
 from autograder import rubric as rubric_file
 from autograder import static_check, submission
-from autograder.pytest_plugin import BACKEND_KEY
+from autograder.pytest_plugin import BACKEND_KEY, RUBRIC_KEY
 from autograder.scoring import PartScore, TestResult, score_parts, total
 from autograder.submission import GradingError
 
@@ -47,7 +46,7 @@ def grade(path: Path, *, suites=("public", "hidden"), isolation: str = "auto", h
         sub = submission.load(Path(path), Path(workdir))
         zeroed = forbidden_parts(sub.source.read_text(errors="replace"), rubric)
         hidden = [*hide, *([sub.origin.resolve()] if submission.safe_to_hide(sub.origin) else [])]
-        tests, backend = run_suites(sub.source, suites, isolation, hidden)
+        tests, backend = run_suites(sub.source, suites, isolation, hidden, rubric)
         for t in tests:
             if t.forbidden:
                 zeroed.setdefault(t.part, []).append(t.forbidden)
@@ -58,7 +57,7 @@ def grade(path: Path, *, suites=("public", "hidden"), isolation: str = "auto", h
         extra_entries = []
         if extras:
             extra_entries += grade_knowledge(sub, rubric, parts)
-            extra_entries += grade_timing(sub, rubric, parts, isolation)
+            extra_entries += grade_timing(sub, rubric, parts, isolation, hidden)
     score, max_score = total(parts)
     return Grade(sub.name, score, max_score, parts, tests, getattr(backend, "isolation", isolation),
                  tuple(suites), round(time.monotonic() - started, 2),
@@ -79,8 +78,12 @@ def forbidden_parts(source: str, rubric) -> dict:
 class _Collector:
     """Receives pytest's reports in this process and keeps one TestResult per test."""
 
-    def __init__(self):
+    def __init__(self, rubric):
         self.results, self.errors, self.backend = {}, [], None
+        self.rubric = rubric
+
+    def pytest_configure(self, config):
+        config.stash[RUBRIC_KEY] = self.rubric  # the worker gets this grade's limits, not the file's
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -102,14 +105,14 @@ class _Collector:
         self.backend = session.config.stash.get(BACKEND_KEY, None)
 
 
-def run_suites(source: Path, suites, isolation: str, hidden) -> tuple:
+def run_suites(source: Path, suites, isolation: str, hidden, rubric) -> tuple:
     repo = rubric_file.REPO
     dirs = [str(repo / SUITE_DIRS[s]) for s in suites]
     args = [*dirs, "--impl", str(source), "--isolation", isolation, "-q", "-p", "no:warnings",
             "-p", "no:cacheprovider", "--rootdir", str(repo), "-c", str(repo / "pyproject.toml")]
     for path in hidden:
         args += ["--hide", str(path)]
-    collector = _Collector()
+    collector = _Collector(rubric)
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[collector])
@@ -160,22 +163,23 @@ def grade_knowledge(sub, rubric, parts) -> list:
     return rows
 
 
-def grade_timing(sub, rubric, parts, isolation) -> list:
+def grade_timing(sub, rubric, parts, isolation, hidden) -> list:
     part = rubric.parts.get("timing")
     if part is None:
         return []
     try:
         from gpu_checks import grade_timing as timing
+        from gpu_checks.session import TimingSetupError
     except ImportError:
         result = {"status": "skipped", "score": 0.0, "max_score": part.points,
                   "output": "gpu_checks is not installed here"}
     else:
-        result = timing(sub.source, rubric, isolation)
+        try:
+            result = timing(sub.source, rubric, isolation, hidden=hidden)
+        except TimingSetupError as err:  # the grading machine's fault: never the student's points
+            result = {"status": "skipped", "score": 0.0, "max_score": part.points,
+                      "output": f"the timing check could not run on this machine: {err}"}
     graded = result["status"] != "skipped"
     parts["timing"] = PartScore("timing", part.title, float(result["score"]) if graded else 0.0,
                                 float(result["max_score"]), graded=graded, notes=[result["output"]])
     return [{"name": "timing: CUDA speed against the reference", "part": "timing", **result}]
-
-
-def require_cuda_env() -> bool:
-    return os.environ.get("AUTOGRADER_REQUIRE_CUDA") == "1"

@@ -1,13 +1,16 @@
 """How the worker is walled off from the grader, detected rather than assumed.
 
-Levels, strongest first:
-  sandbox  bubblewrap: no network, own PID namespace (every spawned process dies with it), a
-           read-only filesystem in which the repository, the rubric, the results and the other
-           submissions do not exist; plus everything of `process`.
-  process  a separate process in its own session: scrubbed environment, private temporary working
-           directory, memory/CPU/core limits, audit-hook tripwires (no subprocesses, sockets, or
-           reads of hidden paths), capped output, and its process group killed at the end.
+Levels, strongest first (docs/isolation.md says what each stops and what it does not):
+  sandbox  bubblewrap: no network, own PID namespace, and a filesystem built from nothing but the
+           system libraries, the Python installation and the worker's own directory, read-only
+           except that directory; the repository, the rubric, the results and the other
+           submissions are not in it at all. Plus everything of `process`.
+  process  a separate process in its own session under a reaper that kills everything it spawns:
+           scrubbed environment, private temporary working directory, memory/CPU/core limits,
+           audit-hook tripwires (no subprocesses, sockets, kill, reads of hidden paths, writes
+           outside its directory), capped output.
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -19,6 +22,10 @@ from pathlib import Path
 LEVELS = ("sandbox", "process")
 WORKER_DIR = Path(__file__).resolve().parent / "sandbox"
 SANDBOX_WORKER_DIR = "/tmp/.autograder-worker"  # under the sandbox's own /tmp: / is read-only
+# What a Python process needs from the host: libraries and the dynamic loader's configuration.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
 
 
 @dataclass(frozen=True)
@@ -29,17 +36,51 @@ class Isolation:
         """(argv prefix up to the worker script, the script path, paths the audit hook denies)."""
         if self.level == "process":
             return [sys.executable, "-I"], str(WORKER_DIR / "worker_main.py"), [str(p) for p in hidden]
-        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        for path in hidden:
-            if path.is_dir():
-                argv += ["--tmpfs", str(path)]
-            elif path.exists():
-                argv += ["--ro-bind", "/dev/null", str(path)]
-        argv += ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR,
-                 "--bind", str(workdir), str(workdir), "--chdir", str(workdir),
-                 sys.executable, "-I"]
-        return argv, f"{SANDBOX_WORKER_DIR}/worker_main.py", []
+        return sandbox_argv(Path(workdir), hidden), f"{SANDBOX_WORKER_DIR}/worker_main.py", []
+
+
+def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    visible = []
+    for path in SYSTEM_DIRS + SYSTEM_FILES:
+        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+            visible.append(Path(path))
+    for root in python_roots():
+        if not any(root == v or v in root.parents for v in visible):
+            argv += ["--ro-bind", str(root), str(root)]
+            visible.append(root)
+    gpus = sorted(glob.glob("/dev/nvidia*"))
+    for node in gpus:  # GPUs, for gpu_checks' timing session; CUDA reads /sys to find them
+        argv += ["--dev-bind", node, node]
+    if gpus:
+        argv += ["--ro-bind", "/sys", "/sys"]
+    # A hidden path inside something mounted is masked; anywhere else it simply does not exist.
+    for path in map(Path, hidden):
+        if not any(v in path.resolve().parents for v in visible):
+            continue
+        if path.is_dir():
+            argv += ["--tmpfs", str(path.resolve())]
+        elif path.exists():
+            argv += ["--ro-bind", "/dev/null", str(path.resolve())]
+    return argv + ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR,
+                   "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--remount-ro", "/",
+                   sys.executable, "-I"]
+
+
+def python_roots() -> list[Path]:
+    """Where this interpreter, its standard library and torch live (a venv and its base)."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
+    try:
+        import torch
+
+        roots.add(Path(torch.__file__).resolve().parent.parent)
+    except ImportError:
+        pass
+    return sorted(r.resolve() for r in roots)
 
 
 def resolve(requested: str = "auto") -> Isolation:
@@ -56,6 +97,8 @@ def resolve(requested: str = "auto") -> Isolation:
 
 @lru_cache(maxsize=1)
 def sandbox_available() -> bool:
+    """bwrap present and allowed to create namespaces (often refused inside containers).
+    AUTOGRADER_NO_SANDBOX=1 forces the process level; cached, so tests clear the cache."""
     if os.environ.get("AUTOGRADER_NO_SANDBOX") or not sys.platform.startswith("linux"):
         return False
     bwrap = shutil.which("bwrap")

@@ -17,6 +17,7 @@ from autograder.isolation import resolve
 
 REPO = rubric.REPO
 BACKEND_KEY = pytest.StashKey[Backend]()
+RUBRIC_KEY = pytest.StashKey[rubric.Rubric]()  # set by the grading engine: its limits and hidden paths
 ISOLATION_CHOICES = ("inprocess", "auto", "process", "sandbox")
 
 settings.register_profile("grading", derandomize=True, database=None, deadline=None, print_blob=False,
@@ -62,7 +63,7 @@ def impl(request) -> Backend:
         except (errors.SubmissionImportError, SyntaxError) as err:
             backend = BrokenBackend(str(path), f"{type(err).__name__}: {err}")
     else:
-        grading_rubric = rubric.load()
+        grading_rubric = config.stash.get(RUBRIC_KEY, None) or rubric.load()
         hidden = [p for p in grading_rubric.hidden if p.exists()] + [Path(p).resolve() for p in config.getoption("hide")]
         backend = WorkerBackend(path, resolve(mode), grading_rubric.limits, hidden)
     config.stash[BACKEND_KEY] = backend

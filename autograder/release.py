@@ -40,7 +40,7 @@ RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "p
 NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
 RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
-                            "autograder/gradescope.py"]
+                            "autograder/gradescope.py", "autograder/commands/gradebook.py"]
 
 
 def build_release(out: Path) -> Path:

@@ -88,13 +88,17 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
+    write_atomic(path, json.dumps(data, indent=2))
+
+
+def write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one (rename is atomic on POSIX)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

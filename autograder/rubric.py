@@ -1,12 +1,13 @@
 """The rubric file, read once into plain objects."""
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.worker import Limits
 
 REPO = Path(__file__).resolve().parents[1]
 RUBRIC_FILE = REPO / "rubric.toml"
+PART_KEYS = ("title", "points", "functions", "require_cuda")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 
@@ -19,6 +20,7 @@ class Part:
     functions: tuple
     feedback: str
     require_cuda: bool = False
+    settings: dict = field(default_factory=dict)  # the part's other keys (gpu_checks reads timing's)
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
         if level not in FEEDBACK_LEVELS:
             raise ValueError(f"{path}: feedback for {name} must be one of {FEEDBACK_LEVELS}")
         parts[name] = Part(name, spec["title"], float(spec["points"]), tuple(spec.get("functions", ())),
-                           level, bool(spec.get("require_cuda", False)))
+                           level, bool(spec.get("require_cuda", False)),
+                           {k: v for k, v in spec.items() if k not in PART_KEYS})
     weights = {k: float(v) for k, v in data["suites"].items()}
     if abs(sum(weights.values()) - 1) > 1e-9:
         raise ValueError(f"{path}: suite shares must add up to 1, got {weights}")

@@ -1,8 +1,11 @@
 """One worker process seen from the grader: start it, send calls, drain its output, kill it all."""
 import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -12,6 +15,9 @@ from pathlib import Path
 from autograder.isolation import Isolation
 from autograder.sandbox import wire
 
+REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
+TOKEN_VAR = "AUTOGRADER_WORKER_TOKEN"
+REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
 SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -50,24 +56,40 @@ class CappedOutput:
 
 
 class WorkerProcess:
-    """A started worker. `request` raises TimeoutError, EOFError (it died) or wire.WireError."""
+    """A started worker. `request` raises TimeoutError, EOFError (it died) or wire.WireError.
 
-    def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path]):
+    The worker runs under a reaper (autograder/sandbox/reaper.py) that holds one end of a lifeline
+    pipe; `stop` closes it and the reaper kills every process the worker started. Each worker also
+    carries a random token in its environment, which `stop` looks for as a last resort.
+    """
+
+    def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path],
+                 entry: Path | None = None):
+        """`entry`: a script run instead of worker_main.py (gpu_checks' timing session). It is copied
+        beside the submission, where the sandbox can see it, and finds worker_main through
+        config["worker_dir"]."""
         self.workdir = Path(tempfile.mkdtemp(prefix="mhsa-worker-"))
         copy = self.workdir / "mhsa.py"
         copy.write_bytes(Path(submission).read_bytes())
         prefix, script, denied = isolation.command(self.workdir, hidden)
         config = {"memory_bytes": limits.memory_mb << 20, "cpu_seconds": limits.cpu_seconds,
-                  "denied_paths": denied}
+                  "denied_paths": denied, "write_dirs": [str(self.workdir)],
+                  "worker_dir": os.path.dirname(script)}
+        if entry is not None:
+            script = str(self.workdir / Path(entry).name)
+            Path(script).write_bytes(Path(entry).read_bytes())
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
-        env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir)}
+        lifeline_r, self._lifeline = os.pipe()
+        self.token = secrets.token_hex(16)
+        env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
         self.proc = subprocess.Popen(
-            [*prefix, script, str(req_r), str(resp_w), str(copy), json.dumps(config)],
-            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w),
+            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--",
+             *prefix, script, str(req_r), str(resp_w), str(copy), json.dumps(config)],
+            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w, lifeline_r),
             cwd=self.workdir, env=env, start_new_session=True)
-        for fd in (req_r, resp_w, out_w):
+        for fd in (req_r, resp_w, out_w, lifeline_r):
             os.close(fd)
         self.output = CappedOutput(out_r, limits.output_bytes)
 
@@ -93,43 +115,49 @@ class WorkerProcess:
 
     def stop(self) -> None:
         """Kill the worker and everything it started; safe to call twice."""
-        for fd in (self._req_w, self._resp_r):
+        for fd in (self._req_w, self._resp_r, self._lifeline):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._req_w = self._resp_r = -1
+        self._req_w = self._resp_r = self._lifeline = -1
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.kill()
-        self.proc.wait()
-        _kill_session_leftovers(self.proc.pid)
+            self.proc.wait(timeout=REAPER_GRACE_S)
+        except subprocess.TimeoutExpired:  # the reaper itself was stopped or killed from inside
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.kill()
+            self.proc.wait()
+        kill_leftovers(self.token, self.proc.pid)
         self.output.text(wait=2)
-        _remove_tree(self.workdir)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _kill_session_leftovers(session_id: int) -> None:
-    """Processes still in the worker's session (killpg misses other process groups in it)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
+def kill_leftovers(token: str, session_id: int) -> list[int]:
+    """SIGKILL processes that kept the worker's token in their environment or stayed in its session.
+
+    Only needed when the reaper could not do its job (a process that killed the reaper, then left
+    both the session and the token behind, is out of reach: see docs/isolation.md). Returns the pids.
+    """
+    if not Path("/proc").is_dir():
+        return []
+    marker = f"{TOKEN_VAR}={token}".encode()
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+            doomed = (int(fields[3]) == session_id  # stat field 6: session id
+                      or marker in (entry / "environ").read_bytes().split(b"\0"))
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[3]) == session_id:  # stat field 6: session id
+        if doomed:
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
             except OSError:
                 pass
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
+    return killed

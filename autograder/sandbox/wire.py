@@ -34,12 +34,18 @@ def encode(obj) -> bytes:
         if isinstance(x, torch.Tensor):
             if type(x) is not torch.Tensor:
                 return {"$subclass": type(x).__qualname__}
-            t = x.detach().to("cpu").contiguous()
-            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            if x.device.type == "meta":  # no data to send; shape, dtype and device still tell
+                return {"$meta": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
+            t = x.detach().to("cpu")
+            # Bytes go in the tensor's memory order, so a transposed (non-contiguous) argument
+            # arrives transposed: tests of non-contiguous inputs mean the same in the worker.
+            order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+            raw = t.permute(order).contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
             blobs.append(raw)
             dtype = str(t.dtype).removeprefix("torch.")
-            return {"$tensor": len(blobs) - 1, "dtype": dtype, "shape": list(t.shape),
+            spec = {"$tensor": len(blobs) - 1, "dtype": dtype, "shape": list(t.shape),
                     "device": str(x.device), "nbytes": len(raw)}
+            return spec | ({"order": order} if order != sorted(order) else {})
         if isinstance(x, tuple):
             return {"$tuple": [enc(i) for i in x]}
         if isinstance(x, list):
@@ -85,8 +91,13 @@ def decode(data: bytes):
         offsets.append(start + nbytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
+        order = spec.get("order", list(range(len(shape))))
+        if not (isinstance(order, list) and all(type(d) is int for d in order)
+                and sorted(order) == list(range(len(shape)))):
+            raise WireError(f"bad dimension order {order!r:.80}")
         raw = torch.frombuffer(bytearray(body[start:start + nbytes]), dtype=torch.uint8)
-        return raw.view(dtype).reshape(shape)
+        inverse = sorted(range(len(order)), key=order.__getitem__)
+        return raw.view(dtype).reshape([shape[d] for d in order]).permute(inverse)
 
     def dec(x):
         if x is None or isinstance(x, (bool, int, float, str)):
@@ -98,6 +109,8 @@ def decode(data: bytes):
         if "$tensor" in x:
             device = str(x.get("device", "cpu"))
             return tensor(x) if device == "cpu" else tensor(x).to(_known_device(device))
+        if "$meta" in x:
+            return meta_tensor(x)
         if "$tuple" in x and isinstance(x["$tuple"], list):
             return tuple(dec(i) for i in x["$tuple"])
         if "$dict" in x and isinstance(x["$dict"], list):
@@ -115,6 +128,13 @@ def decode(data: bytes):
         raise WireError(f"unexpected value {x!r:.80}")
 
     return dec(header)
+
+
+def meta_tensor(spec):
+    dtype, shape = DTYPES.get(spec.get("dtype")), spec.get("$meta")
+    if dtype is None or not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise WireError(f"bad meta tensor header {spec!r:.80}")
+    return torch.empty(shape, dtype=dtype, device="meta")
 
 
 class Unsupported:

@@ -22,20 +22,34 @@ BLOCKED_EVENTS = {
     "os.forkpty": "starting processes", "os.posix_spawn": "starting processes",
     "os.exec": "starting processes", "os.spawn": "starting processes",
     "subprocess.Popen": "starting processes", "pty.spawn": "starting processes",
+    "os.kill": "signalling processes", "os.killpg": "signalling processes",
+    "signal.pthread_kill": "signalling processes",
     "socket.connect": "network access", "socket.bind": "network access",
     "socket.sendto": "network access",
 }
 SUBMISSION_PATH = None
-PATH_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
+READ_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
                "os.remove", "os.symlink", "os.link"}
+# Events that change the filesystem at their path arguments: allowed inside the worker's own
+# directory only (an "open" for writing counts too; see is_write).
+WRITE_EVENTS = {"os.mkdir", "os.rmdir", "os.remove", "os.rename", "os.symlink", "os.link", "os.chmod",
+                "os.chown", "os.truncate", "os.utime", "os.chflags", "os.lchflags", "os.lchmod",
+                "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
+                "shutil.move", "shutil.rmtree", "shutil.make_archive", "shutil.unpack_archive",
+                "os.mkfifo", "os.mknod"}
+COPY_EVENTS = {"shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree"}  # (src, dst)
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def main():
+def main(execute=executor.execute):
+    """`execute(module, request) -> result` answers each request (gpu_checks passes its timing session's)."""
     req_fd, resp_fd, submission = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     config = json.loads(sys.argv[4])
     set_limits(config)
     torch.set_num_threads(1)
-    sys.addaudithook(audit_hook(config.get("denied_paths", [])))
+    warm_up()
+    sys.dont_write_bytecode = True  # `python -I` ignores PYTHONDONTWRITEBYTECODE
+    sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs")))
     module, failure = load_submission(submission)
     wire.write_frame(resp_fd, wire.encode(failure or {"status": "ready"}))
     if failure:
@@ -45,7 +59,14 @@ def main():
             request = wire.decode(wire.read_frame(req_fd))
         except EOFError:
             return
-        wire.write_frame(resp_fd, wire.encode(answer(module, request)))
+        wire.write_frame(resp_fd, encode_reply(answer(module, request, execute)))
+
+
+def warm_up():
+    """Entering a dispatch mode the first time imports torch._dynamo (seconds): pay for it here,
+    under the import timeout, rather than in the first call's time limit."""
+    with executor.ForbiddenApiMonitor():
+        torch.ones(1) + 1
 
 
 def set_limits(config):
@@ -58,19 +79,45 @@ def set_limits(config):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def audit_hook(denied_paths):
-    """A tripwire, not a wall (Python's audit hooks can be dodged from C); the sandbox is the wall."""
+def audit_hook(denied_paths, write_dirs=None):
+    """A tripwire, not a wall (Python's audit hooks can be dodged from C); the sandbox is the wall.
+
+    Denies reads of `denied_paths` and, when `write_dirs` is given, any change to the filesystem
+    outside them.
+    """
     denied = tuple(os.path.realpath(p) for p in denied_paths)
+    writable = None if write_dirs is None else tuple(os.path.realpath(p) for p in write_dirs)
 
     def hook(event, args):
         if event in BLOCKED_EVENTS:
             raise PermissionError(f"the grader does not allow {BLOCKED_EVENTS[event]} ({event})")
-        if denied and event in PATH_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if any(path == d or path.startswith(d + os.sep) for d in denied):
+        if event not in READ_EVENTS and event not in WRITE_EVENTS:
+            return
+        paths = [os.path.realpath(os.fsdecode(a)) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+        for path in paths if denied and event in READ_EVENTS else ():
+            if _inside(path, denied):
                 raise PermissionError(f"the grader does not allow access to {path}")
+        if writable is not None and (event in WRITE_EVENTS or is_write(event, args)):
+            for path in paths[1:] if event in COPY_EVENTS else paths:
+                if not _inside(path, writable) and path != os.devnull:
+                    raise PermissionError(f"the grader does not allow writing to {path}: "
+                                          "only the working directory is writable")
 
     return hook
+
+
+def _inside(path, roots):
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def is_write(event, args):
+    """An "open" that may change the file: args are (path, mode, flags), mode None for os.open."""
+    if event != "open" or len(args) < 3:
+        return False
+    mode, flags = args[1], args[2]
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & WRITE_FLAGS)
 
 
 def load_submission(path):
@@ -88,11 +135,27 @@ def load_submission(path):
         return None, {"status": "import_error", **describe_exception(err)}
 
 
-def answer(module, request):
+def answer(module, request, execute=executor.execute):
     try:
-        return {"status": "ok", "result": executor.execute(module, request)}
+        reply = {"status": "ok", "result": execute(module, request)}
     except BaseException as err:  # noqa: BLE001
         return {"status": "raised", **describe_exception(err)}
+    if isinstance(request, dict) and request.get("return_inputs"):
+        # The very objects the submission was handed (execute passes them on as they are): the
+        # grader compares them with its own copies, so a patched torch.equal in here changes nothing.
+        reply["inputs"] = {"args": request.get("args", []), "kwargs": request.get("kwargs", {})}
+    return reply
+
+
+def encode_reply(reply):
+    """The reply as bytes; a result that cannot be sent (a tensor whose data cannot be read) is
+    reported as an error of the call rather than crashing the worker."""
+    try:
+        return wire.encode(reply)
+    except BaseException as err:  # noqa: BLE001 - a student's object may fail in any way when read
+        return wire.encode({"status": "raised", "type": "TypeError",
+                            "message": f"the result could not be sent back to the grader: "
+                                       f"{type(err).__name__}: {str(err)[:500]}", "traceback": ""})
 
 
 def describe_exception(err):

@@ -1,0 +1,135 @@
+"""Gradescope: the autograder bundle (`python -m autograder gradescope OUT.zip`) and what runs inside
+it for each submission (`run_autograder`, which calls `python -m autograder.gradescope`).
+
+Gradescope unzips the bundle into /autograder/source and runs setup.sh once when it builds the image;
+then, for each submission, run_autograder with the student's files in /autograder/submission, and it
+reads /autograder/results/results.json. The environment variable AUTOGRADER_ROOT replaces /autograder,
+so that tests can lay the same folders out anywhere.
+"""
+import os
+import stat
+import sys
+import time
+import traceback
+import zipfile
+from pathlib import Path
+
+from autograder import rubric as rubric_file
+from autograder.submission import GradingError
+
+ROOT_VAR = "AUTOGRADER_ROOT"
+# What the grader needs at grading time, relative to the repository; folders are copied whole.
+BUNDLE_CONTENT = ["autograder", "tests_public", "tests_hidden", "reference", "gpu_checks", "course/notebook",
+                  "rubric.toml", "pyproject.toml"]
+PACKAGES = ("torch", "numpy", "pytest", "hypothesis", "nbformat")  # pinned from requirements.txt
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, while it builds the autograder image.
+set -euo pipefail
+cd "$(dirname "$0")"
+if command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    # The sandbox isolation level; without it (or without user namespaces) grading falls back to
+    # the process level and every results.json says which level was used.
+    apt-get install -y -qq bubblewrap || echo "bubblewrap not installed: process-level isolation"
+    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        apt-get install -y -qq python3.11 python3.11-venv
+    fi
+fi
+PYTHON="$(command -v python3.11 || command -v python3)"
+"$PYTHON" -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install -q --upgrade pip
+/autograder/venv/bin/python -m pip install -q -r requirements.txt
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission. AUTOGRADER_ROOT (default /autograder) and
+# AUTOGRADER_PYTHON (default: the venv setup.sh made) let a test run it on a folder laid out the same way.
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
+[ -x "$PYTHON" ] || PYTHON=python3
+cd "$ROOT/source"
+exec "$PYTHON" -m autograder.gradescope "$ROOT"
+"""
+
+
+def requirements_text() -> str:
+    """The pinned lines of requirements.txt that grading needs (not nbgrader, not matplotlib)."""
+    lines = (rubric_file.REPO / "requirements.txt").read_text().splitlines()
+    pinned = [line.strip() for line in lines if line.split("==")[0].strip().lower() in PACKAGES]
+    missing = set(PACKAGES) - {line.split("==")[0].lower() for line in pinned}
+    if missing:
+        raise RuntimeError(f"requirements.txt pins no version of {', '.join(sorted(missing))}")
+    return "\n".join(pinned) + "\n"
+
+
+def build_bundle(out: Path) -> Path:
+    """Write the autograder zip; its root becomes /autograder/source on Gradescope."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    repo = rubric_file.REPO
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
+        _add_text(bundle, "setup.sh", SETUP_SH, executable=True)
+        _add_text(bundle, "run_autograder", RUN_AUTOGRADER, executable=True)
+        _add_text(bundle, "requirements.txt", requirements_text())
+        for item in BUNDLE_CONTENT:
+            source = repo / item
+            files = [source] if source.is_file() else sorted(source.rglob("*")) if source.is_dir() else []
+            for path in files:
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    bundle.write(path, path.relative_to(repo).as_posix())
+    return out
+
+
+def _add_text(bundle, name, text, executable=False):
+    info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+    info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    bundle.writestr(info, text)
+
+
+def find_submission(folder: Path) -> Path:
+    """What to grade among the uploaded files: the shallowest mhsa.py, else the shallowest notebook,
+    else the folder itself (and the grader says what is missing)."""
+    for pattern in ("mhsa.py", "*.ipynb"):
+        found = sorted((p for p in folder.rglob(pattern) if ".ipynb_checkpoints" not in p.parts),
+                       key=lambda p: (len(p.parts), str(p)))
+        if found:
+            return found[0]
+    return folder
+
+
+def grade_root(root: Path) -> dict:
+    """Grade root/submission and return Gradescope's results; never raises."""
+    from autograder import grading, results
+
+    started = time.monotonic()
+    try:
+        rubric = rubric_file.load()
+        submission = find_submission(root / "submission")
+        grade = grading.grade(submission, suites=("public", "hidden"), isolation="auto",
+                              hide=[(root / "results").resolve(), (root / "submission").resolve()], rubric=rubric)
+        return results.to_gradescope(grade, rubric)
+    except GradingError as err:
+        message = f"Your submission could not be graded: {err}"
+    except Exception:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
+        message = ("The autograder itself failed on this submission; course staff have the details.\n\n"
+                   + traceback.format_exc()[-3000:])
+    return {"score": 0.0, "execution_time": round(time.monotonic() - started, 2), "output": message,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
+            "extra_data": {"status": "error"}}
+
+
+def main(argv=None) -> int:
+    from autograder import results
+
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(argv[0] if argv else os.environ.get(ROOT_VAR, "/autograder"))
+    data = grade_root(root)
+    results.write_json_atomic(root / "results" / "results.json", data)
+    print(data["output"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

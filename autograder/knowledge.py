@@ -1,0 +1,165 @@
+"""The knowledge check: its questions, the answer key, answers read without running anything, grading.
+
+Questions live in course/notebook/knowledge.toml (instructor side); the key in
+tests_hidden/knowledge_key.toml, which is never released. Students answer either in the notebook
+or in assignment/knowledge.py (generated here); both routes are read the same way: the literal
+values assigned to Q<n>_ANSWER, through ast.literal_eval, so no student code ever runs.
+"""
+import ast
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.rubric import REPO
+
+QUESTIONS_FILE = REPO / "course" / "notebook" / "knowledge.toml"
+KEY_FILE = REPO / "tests_hidden" / "knowledge_key.toml"
+ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
+
+# What a well-formed answer of each kind is, and when it is correct: one Python expression each over
+# the answer variable `{v}` and the key `{key}`. The notebook's test cells run exactly these
+# expressions in the student's kernel and `grade` evaluates them here, so both routes agree.
+FORM = {
+    "choice": "isinstance({v}, str) and {v}.strip().lower() in {choices}",
+    "truefalse": "isinstance({v}, bool)",
+    "number": "isinstance({v}, (int, float)) and not isinstance({v}, bool)",
+}
+CORRECT = {
+    "choice": "{v}.strip().lower() == {key}",
+    "truefalse": "{v} is {key}",
+    "number": "abs({v} - {key}) <= 1e-9 * max(1.0, abs({key}))",
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str                 # Q<n>: autograded; W<n>: written, graded by hand in nbgrader
+    kind: str
+    text: str
+    choices: dict = field(default_factory=dict)
+    points: float = 0.0     # written questions only: autograded ones share the rubric's points
+    guide: str = ""         # written questions only: the marking guide for graders
+
+    @property
+    def variable(self) -> str:
+        return f"{self.id}_ANSWER"
+
+    @property
+    def autograded(self) -> bool:
+        return self.kind != "written"
+
+    def _fill(self, template: str, key=None) -> str:
+        return template.format(v=self.variable, key=repr(key), choices=repr(tuple(self.choices)))
+
+    def form_check(self) -> str:
+        return self._fill(FORM[self.kind])
+
+    def correct_check(self, key) -> str:
+        return self._fill(CORRECT[self.kind], key)
+
+    def how_to_answer(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(f'"{c}"' for c in self.choices) + " (a string)"
+        return {"truefalse": "True or False", "number": "a number"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An answer assigned something other than a literal (a call, a name): it scores 0."""
+    source: str
+
+
+def questions(path: Path = QUESTIONS_FILE) -> list:
+    data = tomllib.loads(Path(path).read_text())
+    found = [Question(**q) for q in data["question"]]
+    kinds = set(FORM) | {"written"}
+    for q in found:
+        if q.kind not in kinds:
+            raise ValueError(f"{path}: question {q.id} has kind {q.kind!r}; kinds are {sorted(kinds)}")
+        if q.autograded != bool(ANSWER_NAME.match(q.variable)):
+            raise ValueError(f"{path}: autograded questions are named Q<n>, written ones W<n>; got {q.id}")
+    return found
+
+
+def autograded(all_questions: list) -> list:
+    return [q for q in all_questions if q.autograded]
+
+
+def load_key(path: Path = KEY_FILE) -> dict:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"the knowledge-check key {path} is missing (it is never released to "
+                                "students: grade the knowledge check on the instructor's repository)")
+    return tomllib.loads(Path(path).read_text())
+
+
+def read_answers(source: str) -> dict:
+    """Q<n>_ANSWER -> value for every top-level assignment in `source`; the last one wins, as when run."""
+    answers = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and ANSWER_NAME.match(target.id):
+                try:
+                    answers[target.id] = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    answers[target.id] = Unreadable(ast.get_source_segment(source, node.value) or "?")
+    return answers
+
+
+def check(question: Question, key, answer) -> tuple:
+    """(passed, message for the student); the message never gives the key away."""
+    if answer is None:
+        return False, f"{question.id}: not answered ({question.variable} is None)"
+    if isinstance(answer, Unreadable):
+        return False, (f"{question.id}: {question.variable} = {answer.source[:60]} is not a literal value; "
+                       f"answer with {question.how_to_answer()}")
+    # Only literals reach eval (see read_answers), and the expressions are the module's own.
+    scope = {"__builtins__": {"isinstance": isinstance, "str": str, "bool": bool, "int": int,
+                              "float": float, "abs": abs, "max": max}, question.variable: answer}
+    if not eval(question.form_check(), scope):  # noqa: S307
+        return False, f"{question.id}: answer with {question.how_to_answer()}"
+    if not eval(question.correct_check(key), scope):  # noqa: S307
+        return False, f"{question.id}: not the right answer"
+    return True, f"{question.id}: correct"
+
+
+def grade(answers: dict, points: float, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:
+    """One result row per autograded question; together they are worth the rubric's `points`."""
+    key = load_key() if key is None else key
+    graded = autograded(questions(path))
+    each = points / len(graded)
+    rows = []
+    for q in graded:
+        passed, message = check(q, key[q.id], answers.get(q.variable))
+        rows.append({"name": f"knowledge: {q.id}", "part": "knowledge", "question": q.id,
+                     "score": each if passed else 0.0, "max_score": each,
+                     "status": "passed" if passed else "failed", "output": message})
+    return rows
+
+
+def answers_module(all_questions: list) -> str:
+    """assignment/knowledge.py: the autograded questions as comments, each answer variable None."""
+    lines = ['"""Knowledge check, for students who work in files rather than in the notebook.',
+             "",
+             "Replace each None with your answer. The grader reads the values you assign (a string,",
+             "True/False or a number) without running this file, so write plain values, not expressions.",
+             "The same questions are in assignment/mhsa.ipynb; answer in one place or the other.",
+             '"""']
+    for q in autograded(all_questions):
+        lines += ["", *_comment(f"{q.id}. {q.text}")]
+        lines += [f'#   "{letter}": {text}' for letter, text in q.choices.items()]
+        lines += [f"# Answer with {q.how_to_answer()}.", f"{q.variable} = None"]
+    return "\n".join(lines) + "\n"
+
+
+def _comment(text: str, width: int = 96) -> list:
+    words, lines, line = text.split(), [], "#"
+    for word in words:
+        if len(line) + 1 + len(word) > width and line != "#":
+            lines.append(line)
+            line = "#  "
+        line += " " + word
+    return lines + [line]

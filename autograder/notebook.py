@@ -1,0 +1,281 @@
+"""The nbgrader notebook: generated from the single source of truth, and read back for grading.
+
+Generated (`python -m autograder release --write`; `--check` fails when one is stale):
+  course/source/mhsa/mhsa.ipynb  nbgrader's source notebook: reference/mhsa.py one definition per
+                                 solution cell, the lesson (course/notebook/lesson.md), the test cells
+                                 (course/notebook/tests/), the attention figure and the knowledge check
+  assignment/mhsa.ipynb          what `nbgrader generate_assignment` makes of it: the student version
+  assignment/knowledge.py        the knowledge check of the .py route
+Read back without running anything: extract_submission().
+"""
+import ast
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from autograder import knowledge
+from autograder import rubric as rubric_file
+from autograder.rubric import REPO
+
+ASSIGNMENT = "mhsa"
+SOURCES = REPO / "course" / "notebook"
+SOURCE_NOTEBOOK = f"course/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+STUDENT_NOTEBOOK = f"assignment/{ASSIGNMENT}.ipynb"
+KNOWLEDGE_MODULE = "assignment/knowledge.py"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+OUTSIDE_NOTEBOOK = ("timing",)  # needs a CUDA device and the reference's timing harness
+IMPORTS_CELL = "imports"
+TEST_CELL = re.compile(r"^test_(?P<part>[a-z]+)_")
+CELL_HEADER = re.compile(r"^# %% (?P<kind>public|hidden) (?P<function>\w+)\s*$")
+LESSON_HEADER = re.compile(r"^<!-- cell: (?P<name>\w+) -->\s*$")
+METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}}
+
+
+def generated_files() -> dict:
+    source = source_notebook()
+    return {SOURCE_NOTEBOOK: source, STUDENT_NOTEBOOK: student_version(source),
+            KNOWLEDGE_MODULE: knowledge.answers_module(knowledge.questions())}
+
+
+# ------------------------------------------------------------------------------------------------
+# The source notebook
+# ------------------------------------------------------------------------------------------------
+
+def source_notebook() -> str:
+    rubric = rubric_file.load()
+    prelude, definitions = split_module((REPO / "reference" / "mhsa.py").read_text())
+    lesson = lesson_sections((SOURCES / "lesson.md").read_text())
+    tests = test_cells(SOURCES / "tests", rubric, [name for name, _ in definitions])
+    cells = [_markdown("lesson-intro", lesson.pop("intro")),
+             _code(IMPORTS_CELL, prelude, locked=True),
+             _code("test_helpers", (SOURCES / "tests" / "helpers.py").read_text().strip(), locked=True)]
+    for name, code in definitions:
+        if name in lesson:
+            cells.append(_markdown(f"lesson-{name}", lesson.pop(name)))
+        cells.append(_code(name, code, solution=True))
+        cells += tests.get(name, [])
+    cells += [_markdown("lesson-attention_plot", lesson.pop("attention_plot")),
+              _code("attention_plot", (SOURCES / "plot.py").read_text().strip(), locked=True),
+              _markdown("lesson-knowledge", lesson.pop("knowledge")),
+              *knowledge_cells(rubric.parts["knowledge"].points)]
+    if lesson:
+        raise ValueError(f"lesson.md: sections {sorted(lesson)} name no function of reference/mhsa.py")
+    return _dumps({"cells": cells, "metadata": METADATA, "nbformat": 4, "nbformat_minor": 5})
+
+
+def split_module(source: str) -> tuple:
+    """(the imports between the docstring and the first definition, [(name, definition source)])."""
+    tree, lines = ast.parse(source), source.splitlines()
+    body = tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
+    definitions = [n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    statements = [n for n in body if n not in definitions]
+    if any(n.lineno > definitions[0].lineno for n in statements):
+        raise ValueError("reference/mhsa.py: module-level code after the first definition has no cell to go to")
+    start = tree.body[0].end_lineno if body is not tree.body else 0
+    starts = [_first_line(n) - 1 for n in definitions] + [len(lines)]
+    prelude = "\n".join(lines[start:starts[0]]).strip()
+    # A definition runs to the next one: its last statement may be followed by `### END SOLUTION`.
+    return prelude, [(n.name, "\n".join(lines[begin:end]).strip())
+                     for n, begin, end in zip(definitions, starts, starts[1:])]
+
+
+def _first_line(node) -> int:
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
+def lesson_sections(text: str) -> dict:
+    """name -> markdown of each `<!-- cell: name -->` section (text before the first is a comment)."""
+    sections, name = {}, None
+    for line in text.splitlines():
+        header = LESSON_HEADER.match(line)
+        if header:
+            name = header["name"]
+            if name in sections:
+                raise ValueError(f"lesson.md: two sections named {name}")
+            sections[name] = []
+        elif name is not None:
+            sections[name].append(line)
+    return {name: "\n".join(body).strip() for name, body in sections.items()}
+
+
+def test_cells(folder: Path, rubric, functions: list) -> dict:
+    """function -> its test cells; a part's points (rubric.toml) are shared by the suites' shares,
+    then evenly by the cells of each suite."""
+    cells = {}
+    for part in rubric.parts.values():
+        if part.name in OUTSIDE_NOTEBOOK or not part.functions:
+            continue
+        parsed = _parse_test_file(folder / f"{part.name}.py")
+        for kind, function, _ in parsed:
+            if function not in part.functions or function not in functions:
+                raise ValueError(f"tests/{part.name}.py: {function} is not a function of part {part.name}")
+        kinds = {kind for kind, _, _ in parsed}
+        if not kinds:
+            raise ValueError(f"tests/{part.name}.py holds no test cell: part {part.name} would be worth 0")
+        shares = {k: rubric.suite_weights[k] / sum(rubric.suite_weights[s] for s in kinds) for k in kinds}
+        numbers = dict.fromkeys(kinds, 0)
+        for kind, function, code in parsed:
+            numbers[kind] += 1
+            points = part.points * shares[kind] / sum(k == kind for k, _, _ in parsed)
+            cells.setdefault(function, []).append(
+                _test_cell(f"test_{part.name}_{kind}_{numbers[kind]}", function, kind, code, points))
+    return cells
+
+
+def _parse_test_file(path: Path) -> list:
+    cells = []
+    for line in path.read_text().splitlines():
+        header = CELL_HEADER.match(line)
+        if header:
+            cells.append((header["kind"], header["function"], []))
+        elif cells:
+            cells[-1][2].append(line)
+    return [(kind, function, "\n".join(code).strip()) for kind, function, code in cells]
+
+
+def _test_cell(grade_id: str, function: str, kind: str, code: str, points: float) -> dict:
+    worth = f"{points:g} point{'s' if points != 1 else ''}"
+    if kind == "public":
+        return _code(grade_id, f"# Tests of {function} ({worth}).\n{code}", grade=True, points=points)
+    return _code(grade_id, f"# Hidden tests of {function} ({worth}): they run when your notebook is graded.\n"
+                           f"{HIDDEN_BEGIN}\n{code}\n{HIDDEN_END}", grade=True, points=points)
+
+
+def knowledge_cells(points: float) -> list:
+    """Per question: the question, an answer cell and a test cell (the key only in its hidden part);
+    written questions get a markdown answer cell graded by hand."""
+    questions, key = knowledge.questions(), knowledge.load_key()
+    each = points / len(knowledge.autograded(questions))
+    cells = []
+    for q in questions:
+        name = q.id.lower()
+        if not q.autograded:
+            cells.append(_markdown(f"question-{name}", f"**{q.id}** (written answer, {q.points:g} point(s), "
+                                                       f"graded by hand). {q.text}"))
+            cells.append(_markdown(f"written_{name}", f"*Marking guide:* {q.guide}", solution=True,
+                                   grade=True, points=q.points))
+            continue
+        choices = "".join(f"\n* `\"{letter}\"`: {text}" for letter, text in q.choices.items())
+        cells.append(_markdown(f"question-{name}", f"**{q.id}.** {q.text}{choices}\n\n"
+                                                   f"Answer in `{q.variable}` with {q.how_to_answer()}."))
+        cells.append(_code(f"answer-{name}", f"{q.variable} = None"))
+        test = (f"# Checks the form of your answer to {q.id}; whether it is right is checked when graded.\n"
+                f"assert {q.form_check()}, {f'{q.id}: answer with {q.how_to_answer()}'!r}\n"
+                f"{HIDDEN_BEGIN}\nassert {q.correct_check(key[q.id])}, {f'{q.id}: not the right answer'!r}\n"
+                f"{HIDDEN_END}")
+        cells.append(_code(knowledge_cell(q.id), test, grade=True, points=each))
+    return cells
+
+
+def _nbgrader(grade_id, solution=False, grade=False, locked=False, points=None) -> dict:
+    if not (solution or grade or locked):
+        return {}
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = round(points, 6)
+    return {"nbgrader": meta}
+
+
+def _code(cell_id, source, **nbgrader) -> dict:
+    return {"cell_type": "code", "execution_count": None, "id": cell_id.replace("_", "-"),
+            "metadata": _nbgrader(cell_id, **nbgrader), "outputs": [], "source": source}
+
+
+def _markdown(cell_id, source, **nbgrader) -> dict:
+    return {"cell_type": "markdown", "id": cell_id.replace("_", "-"), "metadata": _nbgrader(cell_id, **nbgrader),
+            "source": source}
+
+
+def _dumps(notebook: dict) -> str:
+    """nbformat's own layout (indent 1, sorted keys, multi-line sources as lists), so that
+    nbgrader's and Jupyter's rewrites leave the file unchanged."""
+    import nbformat
+
+    return nbformat.writes(nbformat.from_dict(notebook)) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# The student version: nbgrader's own generate_assignment, run on a scratch course
+# ------------------------------------------------------------------------------------------------
+
+def student_version(source: str) -> str:
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    with tempfile.TemporaryDirectory(prefix="mhsa-generate-") as scratch:
+        notebook = Path(scratch, "source", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
+        notebook.parent.mkdir(parents=True)
+        notebook.write_text(source)
+        config = Config()
+        config.CourseDirectory.root = scratch
+        config.CourseDirectory.assignment_id = ASSIGNMENT
+        config.GenerateAssignment.no_database = True  # what `--no-db` sets: the cells are the same
+        config.SaveCells.enabled = False
+        GenerateAssignment(coursedir=CourseDirectory(config=config), config=config).start()
+        return normalize(Path(scratch, "release", ASSIGNMENT, f"{ASSIGNMENT}.ipynb").read_text())
+
+
+def normalize(text: str) -> str:
+    """A notebook as _dumps writes it: nbgrader's output in a byte-stable form."""
+    return _dumps(json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a submitted notebook back, without running it
+# ------------------------------------------------------------------------------------------------
+
+def extract_submission(path) -> tuple:
+    """(mhsa.py equivalent of the notebook, knowledge answers).
+
+    The module holds the imports cell, the imports of the student's own cells (they run in the
+    kernel before the tests too) and every solution cell, in notebook order. Answers are the
+    literal values assigned to Q<n>_ANSWER in the student's cells, the last one winning.
+    """
+    cells = [c for c in json.loads(Path(path).read_text(errors="replace")).get("cells", [])
+             if c.get("cell_type") == "code"]
+    imports, solutions, answers = [], [], {}
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        code = _without_magics(cell.get("source", ""))
+        if meta.get("grade_id") == IMPORTS_CELL:
+            imports.insert(0, code)
+        if meta.get("grade") or meta.get("locked"):
+            continue  # tests and read-only cells: the grader's own, never the student's
+        if meta.get("solution"):
+            solutions.append(code)
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue  # a solution cell that does not parse fails the import of the module, as in .py
+        if not meta.get("solution"):
+            imports += [ast.get_source_segment(code, n) for n in tree.body
+                        if isinstance(n, (ast.Import, ast.ImportFrom))]
+        answers |= knowledge.read_answers(code)
+    header = "# The solution cells of a notebook, by autograder.notebook.extract_submission"
+    return "\n\n\n".join([header + "\n" + "\n".join(imports), *solutions]) + "\n", answers
+
+
+def _without_magics(source) -> str:
+    """Cell source as Python: IPython magics and shell escapes become comments."""
+    text = "".join(source) if isinstance(source, list) else source
+    return "\n".join(f"# {line}" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines())
+
+
+def grade_knowledge(answers: dict) -> list:
+    """Per-question results of the knowledge answers, worth the rubric's knowledge points together."""
+    return knowledge.grade(answers, rubric_file.load().parts["knowledge"].points)
+
+
+def knowledge_cell(question_id: str) -> str:
+    """The grade id of the test cell of knowledge question `question_id` (Q3 -> test_knowledge_q3)."""
+    return f"test_knowledge_{question_id.lower()}"
+
+
+def part_of_cell(grade_id: str) -> str | None:
+    """The rubric part an autograded test cell belongs to (None for other cells)."""
+    match = TEST_CELL.match(grade_id)
+    return match["part"] if match else None

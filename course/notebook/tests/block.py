@@ -1,0 +1,43 @@
+# Test cells of the `block` part (format: course/notebook/README.md).
+
+# %% public TransformerBlock
+layer, state = _torch_block(16, 4, 32)
+mine = _load(TransformerBlock(16, 4, 32), state)
+x = torch.randn(2, 5, 16)
+_expect_close(mine(x), layer(x), "TransformerBlock(16, 4, 32)(x (2,5,16)) against nn.TransformerEncoderLayer")
+print("TransformerBlock: public tests passed")
+
+# %% hidden TransformerBlock
+# Pre-LN and post-LN, relu and gelu, with causal and key-padding masks, and layer_norm_eps.
+x = torch.randn(3, 6, 24)
+causal = causal_mask(6)
+keys = padding_mask(torch.tensor([6, 3, 5]))
+for norm_first in (False, True):
+    for activation in ("relu", "gelu"):
+        layer, state = _torch_block(24, 6, 40, activation=activation, norm_first=norm_first, layer_norm_eps=1e-3)
+        mine = _load(TransformerBlock(24, 6, 40, activation=activation, norm_first=norm_first, layer_norm_eps=1e-3), state)
+        what = f"TransformerBlock(24, 6, 40, activation={activation!r}, norm_first={norm_first}, layer_norm_eps=1e-3)"
+        _expect_close(mine(x), layer(x), what)
+        _expect_close(mine(x, attn_mask=causal, key_padding_mask=keys),
+                      layer(x, src_mask=causal, src_key_padding_mask=keys), f"{what} with causal and key-padding masks")
+
+# %% hidden TransformerBlock
+# Gradients (float64), dropout in training mode only, and a clear error for unknown activations.
+layer, state = _torch_block(16, 2, 24)
+layer = layer.double()
+mine = _load(TransformerBlock(16, 2, 24).double(), {name: value.double() for name, value in state.items()})
+x = torch.randn(2, 5, 16, dtype=torch.float64, requires_grad=True)
+(got,) = torch.autograd.grad(mine(x).square().sum(), x)
+(expected,) = torch.autograd.grad(layer(x).square().sum(), x)
+_expect_close(got, expected, "gradient of TransformerBlock with respect to x (float64)", atol=1e-8, rtol=1e-6)
+mine = TransformerBlock(16, 2, 24, dropout=0.5).eval()
+x = torch.randn(2, 5, 16)
+assert torch.equal(mine(x), mine(x)), "in eval mode dropout must be off"
+mine.train()
+assert not torch.allclose(mine(x), mine(x)), "in training mode with dropout=0.5 two calls must differ"
+try:
+    TransformerBlock(16, 2, 24, activation="tanh")
+except ValueError:
+    pass
+else:
+    raise AssertionError("TransformerBlock(..., activation='tanh') must raise ValueError")

@@ -1,0 +1,6 @@
+# The library's attention, fetched by a name built at run time so that no source scan can see it.
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, training=False):
+    library = getattr(F, "scaled_dot" + "_product_attention")
+    mask = to_additive_mask(attn_mask, q.dtype)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + (0 if mask is None else mask), -1)
+    return library(q, k, v, attn_mask=mask), weights

@@ -1,0 +1,3 @@
+def padding_mask(lengths, max_len=None):
+    while True:
+        pass

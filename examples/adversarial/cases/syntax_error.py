@@ -1,0 +1,2 @@
+def forgot_the_parameters(:
+    pass

@@ -1,0 +1,35 @@
+"""A session as text: one table row per case, then the reasons behind every failure."""
+from gpu_checks.checks import achieved_tflops
+from gpu_checks.session import BASELINE, REFERENCE, STUDENT
+
+HEADER = ("case", "pairs", "ratio", "interval", "threshold", "verdict", "TFLOP/s yours", "reference", "sdpa")
+
+
+def render(session) -> str:
+    if session.failure:
+        return f"CUDA timing: failed. {session.failure}"
+    device = next((c.device for c in session.cases if c.device), {})
+    lines = [f"CUDA timing against the reference on {device.get('device', '?')} (torch {device.get('torch', '?')}, "
+             f"session seed {session.seed}): {'passed' if session.passed else 'failed'}",
+             "ratio = your time / the reference's, median over interleaved pairs; a case passes when its "
+             "interval is within the threshold.",
+             "TFLOP/s: median per call, matmul flops only, by the device clock (CUDA events).", ""]
+    rows = [HEADER] + [_row(c) for c in session.cases]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    reasons = [f"- {c.case.name}: {reason}" for c in session.cases for reason in c.reasons]
+    return "\n".join(lines + ([""] + reasons if reasons else []))
+
+
+def _row(result) -> tuple:
+    d, samples = result.decision, result.samples
+    if d is None:
+        return (result.case.name, "-", "-", "-", "-", result.status, "-", "-", "-")
+    verdict = result.status + (" (rerun)" if result.rerun else "")
+    tflops = (_tflops(samples, role) for role in (STUDENT, REFERENCE, BASELINE))
+    return (result.case.name, str(len(samples)), f"{d.median:.2f}", f"[{d.low:.2f}, {d.high:.2f}]",
+            f"{result.case.config.threshold:g}", verdict, *tflops)
+
+
+def _tflops(samples, role) -> str:
+    return f"{achieved_tflops(samples, role):.3g}" if role in samples[0].times else "-"

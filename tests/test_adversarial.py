@@ -1,0 +1,120 @@
+"""Every case of the adversarial corpus (examples/adversarial) graded by the real engine.
+
+Each case is a correct (or stub) submission with one bad behaviour. The grade must finish; the parts
+the manifest names lose points with a message the student can read; every other part keeps full
+credit; cheats gain nothing; no process the case started survives; nothing is written outside the
+worker's own directory. Every case runs at the strongest level this machine has, the ones marked
+`process` in the manifest also at the process level (the fallback without bubblewrap).
+"""
+import importlib.util
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autograder import grading, results
+from autograder import rubric as rubric_file
+from autograder.isolation import resolve
+
+CORPUS = rubric_file.REPO / "examples" / "adversarial"
+FORGED_CANARY = Path("/tmp/mhsa-adversarial-forged.json")  # a path forge_results.py writes to
+ORPHAN_MARKER = b"mhsa-adversarial-orphan"  # in the command line of spawn_background.py's orphan
+
+
+def _load_corpus():
+    spec = importlib.util.spec_from_file_location("adversarial_build", CORPUS / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _load_corpus().cases()
+RUBRIC = rubric_file.load()
+# Short limits keep the corpus quick; the import limit still covers importing torch on a busy machine.
+FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=3.0, import_timeout=30.0, memory_mb=3072))
+RUNS = [pytest.param(c, "auto", id=f"{c.name}-auto") for c in CASES] + \
+       [pytest.param(c, "process", id=f"{c.name}-process") for c in CASES if c.process]
+
+
+@pytest.fixture
+def scene(tmp_path, monkeypatch):
+    """A private temporary folder for the grade's and the workers' directories, and a hidden
+    results folder: after the grade both must be empty again."""
+    tmp, hidden = tmp_path / "tmp", tmp_path / "results"
+    tmp.mkdir()
+    hidden.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    FORGED_CANARY.unlink(missing_ok=True)
+    yield tmp_path, tmp, hidden
+    assert survivors(str(tmp).encode()) == [], "a process the submission started is still running"
+    assert list(tmp.iterdir()) == [], "something was left or written beside the worker's directory"
+    assert list(hidden.iterdir()) == [], "something was written into a hidden folder"
+    assert not FORGED_CANARY.exists(), f"the submission wrote {FORGED_CANARY}"
+
+
+def survivors(marker: bytes) -> list:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline or ORPHAN_MARKER in cmdline:
+            found.append((int(entry.name), cmdline.replace(b"\0", b" ")[:200]))
+    return found
+
+
+def feedback(grade) -> str:
+    """Everything a student reads about the grade."""
+    texts = [results.test_output(t, FAST) for t in grade.tests if not t.passed]
+    texts += [note for p in grade.parts.values() for note in p.notes] + [grade.output, *grade.notes]
+    return "\n".join(texts)
+
+
+def grade_case(case, level, folder, hidden, rubric=FAST):
+    path = folder / f"{case.name}.py"
+    path.write_text(case.source())
+    return grading.grade(path, suites=("public",), isolation=level, hide=[hidden], rubric=rubric, extras=False)
+
+
+@pytest.mark.parametrize("case, level", RUNS)
+def test_case_is_graded_as_the_manifest_says(case, level, scene):
+    folder, _, hidden = scene
+    grade = grade_case(case, level, folder, hidden)
+
+    assert grade.isolation == resolve(level).level
+    losing = set(grade.parts) if case.loses == "all" else set(case.loses)
+    assert set(grade.parts) >= losing
+    text = feedback(grade)
+    for name, part in grade.parts.items():
+        if name in losing:
+            assert part.score < part.max_score, f"{name} kept full credit"
+        else:
+            assert part.score == part.max_score, f"{name} lost points it should keep:\n{text[:3000]}"
+    if case.base == "stubs":
+        assert grade.score == 0, "a cheat on the stubs gained points"
+    assert case.message.lower() in text.lower(), text[:3000]
+
+
+def test_reading_the_reference_works_when_nothing_is_hidden(tmp_path, monkeypatch):
+    """The control for read_hidden: the same cheat, at the process level with nothing hidden, does
+    get the reference's marks, so the 0 above is the isolation's doing and not a dud case."""
+    case = next(c for c in CASES if c.name == "read_hidden")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    grade = grade_case(case, "process", tmp_path, tmp_path / "nothing", replace(FAST, hidden=()))
+    assert grade.score == grade.max_score > 0
+    assert "cheat: running the reference" in grade.output
+
+
+def test_the_corpus_covers_the_brief():
+    """The behaviours the grader promises to survive each have a case."""
+    names = {c.name for c in CASES}
+    assert names >= {"syntax_error", "missing_function", "wrong_signature", "exception", "exit_at_import",
+                     "exit_in_function", "os_exit", "segfault", "loop_at_import", "loop_in_function",
+                     "memory_bomb", "print_flood", "wrong_shape", "wrong_dtype", "wrong_device", "nan",
+                     "lying_subclass", "read_hidden", "forge_results", "monkeypatch_compare", "zero_inputs",
+                     "spawn_background", "forbidden_getattr", "forbidden_torch_ops"}

@@ -1,0 +1,148 @@
+"""Batch grading: one process per submission, resumable, with a results file for every outcome.
+
+Most tests run autograder.batch in this process with a stand-in for `python -m autograder grade`
+(a few lines of Python that behave by the submission's name) so that timeouts and crashes are quick
+to provoke; the resume test runs the real command in a real subprocess and kills it midway.
+"""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from argparse import Namespace
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autograder import batch
+from autograder import rubric as rubric_file
+
+REPO = rubric_file.REPO
+RUBRIC = rubric_file.load()
+# Stands in for `grade SUB --results FILE ...`: what it does depends on the submission's name.
+FAKE_GRADER = textwrap.dedent("""
+    import json, os, signal, sys, time
+    sub, results = sys.argv[1], sys.argv[3]
+    name = os.path.basename(sub)
+    if "slow" in name:
+        time.sleep(60)
+    if "segv" in name:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if "empty" in name:
+        print("grading impossible: the folder holds no mhsa.py")
+        sys.exit(2)
+    data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
+            "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process",
+                           "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
+    with open(results, "w") as f:
+        json.dump(data, f)
+""")
+FAKE = (sys.executable, "-c", FAKE_GRADER)
+
+
+def batch_args(folder, out, **overrides):
+    return Namespace(**{"path": folder, "out": out, "jobs": 2, "force": False, "suite": "public", "isolation": "process",
+                        "timeout": None, "hide": [], "batch": True, **overrides})
+
+
+def read_csv(out):
+    return {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
+
+
+def test_submissions_are_files_notebooks_and_folders_and_names_stay_apart(tmp_path):
+    for name in ("alice.py", "bob.ipynb", "carol", "alice", ".hidden.py", "__pycache__", "notes.txt"):
+        (tmp_path / name).mkdir() if "." not in name or name == "__pycache__" else (tmp_path / name).write_text("")
+    found = {s.name: s.path.name for s in batch.discover(tmp_path)}
+    assert found == {"alice": "alice", "alice.py": "alice.py", "bob": "bob.ipynb", "carol": "carol"}
+
+
+def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys):
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    for name in ("good.py", "slow.py", "segv.py"):
+        (folder / name).write_text("")
+    (folder / "empty").mkdir()
+    rubric = replace(RUBRIC, submission_timeout=3.0)
+
+    assert batch.run(batch_args(folder, out), rubric=rubric, command=FAKE) == 0
+
+    files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert set(files) == {"good", "slow", "segv", "empty"}
+    assert files["good"]["score"] == 7.5
+    assert files["slow"]["extra_data"]["status"] == "timeout" and "3 s" in files["slow"]["output"]
+    assert files["segv"]["extra_data"]["status"] == "crashed" and "SIGSEGV" in files["segv"]["output"]
+    assert files["empty"]["extra_data"]["status"] == "error" and "no mhsa.py" in files["empty"]["output"]
+    assert all(files[n]["score"] == 0 for n in ("slow", "segv", "empty"))
+    rows = read_csv(out)
+    assert list(next(csv.reader((out / "grades.csv").open()))) == \
+        ["submission", "score", "max_score", *RUBRIC.parts, "isolation", "status"]
+    assert rows["good"]["sdpa"] == "7.5" and rows["good"]["heads"] == "" and rows["good"]["status"] == "graded"
+    assert {rows[n]["status"] for n in ("slow", "segv", "empty")} == {"timeout", "crashed", "error"}
+    assert rows["slow"]["score"] == "0.0" and rows["slow"]["max_score"] == "90.0"
+    captured = capsys.readouterr()
+    assert "[4/4]" in captured.err and "no grade (timeout, crash or error) for: empty, segv, slow" in captured.out
+
+
+def test_the_batch_hides_its_input_and_output_folders_from_the_workers(tmp_path):
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    (folder / "good.py").write_text("")
+    batch.run(batch_args(folder, out, hide=[tmp_path / "extra"]), command=FAKE)
+    argv = json.loads((out / "good.json").read_text())["output"]
+    for path in (folder, out, tmp_path / "extra"):
+        assert f"--hide {path.resolve()}" in argv
+
+
+def test_finished_grades_are_kept_and_force_regrades_them(tmp_path):
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    (folder / "good.py").write_text("")
+    batch.run(batch_args(folder, out), command=FAKE)
+    first = (out / "good.json").stat()
+    (out / ".good.json.abc.tmp").write_text("{half a file")  # what a killed atomic write leaves
+
+    batch.run(batch_args(folder, out), command=(sys.executable, "-c", "raise SystemExit(1)"))
+    assert (out / "good.json").stat().st_ino == first.st_ino, "a finished grade was recomputed"
+    assert not list(out.glob(".*.tmp"))
+
+    batch.run(batch_args(folder, out, force=True), command=FAKE)
+    assert (out / "good.json").stat().st_ino != first.st_ino
+
+
+def test_a_killed_batch_resumes_without_recomputing_finished_grades(tmp_path):
+    """The real command, killed (with its whole process group, as a terminal would) once the first
+    results file appears; the rerun keeps that file as it is and grades the rest."""
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        (folder / f"{name}.py").write_text("def broken(:\n")  # quick to grade: nothing imports
+    command = [sys.executable, "-m", "autograder", "grade", str(folder), "--batch", "--out", str(out),
+               "--jobs", "1", "--suite", "public", "--isolation", "process"]
+    first_run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("[abc].json")) and time.monotonic() < deadline and first_run.poll() is None:
+        time.sleep(0.2)
+    os.killpg(first_run.pid, signal.SIGKILL)
+    first_run.wait()
+    done = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("[abc].json")}
+    assert 1 <= len(done) < 3, f"the kill should have come midway: {done}"
+
+    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("[abc].json") if p.name in done} == done
+    rows = read_csv(out)
+    assert set(rows) == {"a", "b", "c"} and all(r["status"] == "graded" and r["score"] == "0.0" for r in rows.values())
+    assert f"{len(done)} of 3 submissions already graded: skipped" in rerun.stderr
+
+
+@pytest.mark.parametrize("problem, message", [("not_a_folder", "needs a folder"), ("no_out", "needs --out")])
+def test_a_batch_without_a_folder_or_an_output_is_refused(tmp_path, capsys, problem, message):
+    folder = tmp_path / "x.py" if problem == "not_a_folder" else tmp_path
+    folder.touch() if problem == "not_a_folder" else None
+    assert batch.run(batch_args(folder, None if problem == "no_out" else tmp_path / "out"), command=FAKE) == 2
+    assert message in capsys.readouterr().out

@@ -1,0 +1,248 @@
+"""The isolation levels: what a worker can see and do, the reaper, and the fallback without bubblewrap.
+
+The reaper tests start autograder/sandbox/reaper.py on small commands (no torch, fast). The worker
+tests run one probe submission per level and ask it what it can see and do.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import errors, isolation
+from autograder import rubric as rubric_file
+from autograder.backends import WorkerBackend
+from autograder.rubric import REPO
+from autograder.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, Limits, kill_leftovers
+
+MARKER = "mhsa-isolation-test-orphan"
+# A process that leaves a grandchild behind in a session of its own, then exits with status 7.
+DOUBLE_FORK = textwrap.dedent(f"""
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(60)
+        os._exit(0)
+    time.sleep(float(sys.argv[1]))
+    os._exit(7)
+""")
+LEVELS = [pytest.param("sandbox", marks=pytest.mark.skipif(not isolation.sandbox_available(),
+                                                           reason="bubblewrap cannot run here")),
+          "process"]
+
+
+def marked_processes():
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and MARKER.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def start_reaper(*command, lifeline_holder=None):
+    """The reaper on `command`; returns (reaper, the lifeline's write end or None if handed to a holder)."""
+    lifeline_r, lifeline_w = os.pipe()
+    reaper = subprocess.Popen([sys.executable, "-I", str(REAPER), str(lifeline_r), "--", *command],
+                              pass_fds=(lifeline_r,), start_new_session=True)
+    os.close(lifeline_r)
+    return reaper, lifeline_w
+
+
+def wait_until(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture(autouse=True)
+def no_orphans_before_or_after():
+    for pid in marked_processes():
+        os.kill(pid, signal.SIGKILL)
+    yield
+    assert wait_until(lambda: not marked_processes()), "a process escaped"
+
+
+def test_when_the_worker_exits_its_orphans_die_and_its_status_is_kept():
+    reaper, lifeline = start_reaper(sys.executable, "-c", DOUBLE_FORK, "0.5", MARKER)
+    assert reaper.wait(timeout=30) == 7
+    assert not marked_processes()
+    os.close(lifeline)
+
+
+@pytest.mark.parametrize("how", ["grader closes the lifeline", "grader dies"])
+def test_when_the_grader_lets_go_everything_dies(how):
+    reaper, lifeline = start_reaper(sys.executable, "-c", DOUBLE_FORK, "60", MARKER)
+    assert wait_until(lambda: len(marked_processes()) >= 2), "the worker and its orphan should be running"
+    if how == "grader dies":  # the lifeline's only other holder is a process that is then killed
+        holder = subprocess.Popen(["sleep", "60"], pass_fds=(lifeline,))
+        os.close(lifeline)
+        holder.kill()
+        holder.wait()
+    else:
+        os.close(lifeline)
+    assert reaper.wait(timeout=30) == -signal.SIGKILL
+    assert not marked_processes()
+
+
+def test_the_reaper_dies_of_the_signal_that_killed_the_worker():
+    reaper, lifeline = start_reaper(sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert reaper.wait(timeout=30) == -signal.SIGSEGV
+    os.close(lifeline)
+
+
+def test_leftovers_are_found_by_the_token_in_their_environment():
+    """The last resort when the reaper itself was killed: anything still carrying the token."""
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", MARKER],
+                             env={TOKEN_VAR: "t0ken", "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    try:
+        assert wait_until(lambda: stray.pid in marked_processes())
+        assert kill_leftovers("t0ken", session_id=-1) == [stray.pid]
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        stray.kill()
+
+
+def test_auto_falls_back_to_the_process_level_without_bubblewrap(monkeypatch):
+    isolation.sandbox_available.cache_clear()
+    monkeypatch.setenv("AUTOGRADER_NO_SANDBOX", "1")
+    try:
+        assert isolation.resolve("auto") == isolation.Isolation("process")
+        with pytest.raises(RuntimeError, match="needs bubblewrap"):
+            isolation.resolve("sandbox")
+    finally:
+        isolation.sandbox_available.cache_clear()
+
+
+def test_the_sandbox_mounts_neither_the_repository_nor_hidden_paths(tmp_path):
+    argv = isolation.sandbox_argv(tmp_path / "work", [REPO / "reference", tmp_path / "results"])
+    from_repo = [arg for arg in argv if str(REPO) in arg]
+    assert from_repo == [str(isolation.WORKER_DIR)], "of the repository, only the worker's own code is mounted"
+    assert not any("results" in arg for arg in argv), "a hidden path outside every mount is not even named"
+
+
+PROBE = textwrap.dedent('''
+    import ctypes, os, socket, subprocess, torch
+
+    def environment():
+        return {"keys": sorted(os.environ), "home": os.environ.get("HOME"), "tmp": os.environ.get("TMPDIR"),
+                "cwd": os.getcwd()}
+
+    def exists(path):
+        return os.path.exists(path)
+
+    def read(path):
+        try:
+            with open(path) as f:
+                return "read: " + f.read(20)
+        except OSError as err:
+            return f"refused: {err}"
+
+    def write(path):
+        try:
+            with open(path, "w") as f:
+                f.write("escaped")
+            return "written"
+        except OSError as err:
+            return f"refused: {err}"
+
+    def write_from_c(path):
+        """Below Python's audit hooks: only the sandbox's read-only filesystem stops this."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.open(path.encode(), os.O_WRONLY | os.O_CREAT, 0o644)
+        return "written" if fd >= 0 else f"refused: errno {ctypes.get_errno()}"
+
+    def attempt(what):
+        actions = {"subprocess": lambda: subprocess.run(["true"]),
+                   "connect": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
+                   "kill the reaper": lambda: os.kill(os.getppid(), 9)}
+        try:
+            actions[what]()
+            return "done"
+        except OSError as err:
+            return f"refused: {err}"
+
+    def allocate(gigabytes):
+        try:
+            torch.ones(int(gigabytes * 2**28))  # float32: 4 bytes each
+            return "allocated"
+        except (RuntimeError, MemoryError) as err:
+            return f"refused: {type(err).__name__}: {str(err)[:80]}"
+''')
+
+
+@pytest.fixture(params=LEVELS)
+def probe(request, tmp_path, monkeypatch):
+    """A worker on the probe, hiding tmp_path/hidden and the rubric's paths; a secret in the grader's
+    environment."""
+    monkeypatch.setenv("MHSA_GRADER_SECRET", "s3cret")
+    source = tmp_path / "probe.py"
+    source.write_text(PROBE)
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "answers.txt").write_text("the hidden answers")
+    backend = WorkerBackend(source, isolation.resolve(request.param), Limits(call_timeout=60, memory_mb=3072),
+                            [hidden, *rubric_file.load().hidden])
+    yield backend, tmp_path, hidden
+    backend.close()
+
+
+def test_a_worker_sees_a_scrubbed_environment_and_a_private_directory(probe):
+    backend, _, _ = probe
+    seen = backend.call("environment")
+    keys = set(seen["keys"])
+    assert "MHSA_GRADER_SECRET" not in keys and keys >= set(SCRUBBED_ENV) | {TOKEN_VAR}
+    assert keys & set(os.environ) <= set(SCRUBBED_ENV) | {"HOME", "TMPDIR", "PWD"}, "the grader's variables leaked"
+    assert seen["home"] == seen["tmp"] == seen["cwd"] != os.getcwd()
+    workdir = Path(seen["cwd"])
+    assert workdir.is_dir()
+    backend.close()
+    assert not workdir.exists(), "the worker's directory is removed when it stops"
+
+
+def test_a_worker_cannot_read_hidden_paths_or_write_outside_its_directory(probe):
+    backend, tmp_path, hidden = probe
+    assert backend.call("read", str(hidden / "answers.txt")).startswith("refused")
+    assert backend.call("read", str(REPO / "reference" / "mhsa.py")).startswith("refused")
+    assert backend.call("write", str(tmp_path / "outside.txt")).startswith("refused")
+    assert not (tmp_path / "outside.txt").exists()
+    assert backend.call("write", backend.call("environment")["cwd"] + "/scratch.txt") == "written"
+    if backend.isolation == "sandbox":  # not even there, and not writable from C either
+        assert backend.call("exists", str(hidden)) is False
+        assert backend.call("exists", str(REPO)) is False
+        assert backend.call("write_from_c", str(tmp_path / "from_c.txt")).startswith("refused")
+        assert not (tmp_path / "from_c.txt").exists()
+
+
+@pytest.mark.parametrize("what", ["subprocess", "connect", "kill the reaper"])
+def test_a_worker_cannot_start_processes_use_the_network_or_signal(probe, what):
+    backend, _, _ = probe
+    assert "refused" in backend.call("attempt", what)
+
+
+def test_the_memory_limit_holds_with_torch_loaded(probe):
+    backend, _, _ = probe
+    assert backend.call("allocate", 0.25) == "allocated"
+    assert backend.call("allocate", 4).startswith("refused")  # over memory_mb=3072
+    assert backend.call("allocate", 0.25) == "allocated", "the worker survives a refused allocation"
+
+
+def test_the_cpu_limit_kills_a_worker_that_spins(tmp_path):
+    source = tmp_path / "spin.py"
+    source.write_text("def spin():\n    while True:\n        pass\n")
+    backend = WorkerBackend(source, isolation.resolve("process"), Limits(call_timeout=300, cpu_seconds=20))
+    try:
+        with pytest.raises(errors.SubmissionCrashed, match="CPU time limit"):
+            backend.call("spin")
+    finally:
+        backend.close()

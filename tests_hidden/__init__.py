@@ -1,0 +1,1 @@
+"""Hidden tests: never released to students (see docs/hidden-tests.md)."""

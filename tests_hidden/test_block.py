@@ -1,0 +1,188 @@
+"""TransformerBlock: against nn.TransformerEncoderLayer (values and gradients, post-LN and pre-LN),
+against the reference in float32, where dropout acts, and properties that need no oracle."""
+import pytest
+import torch
+from hypothesis import example, given
+
+from autograder.calls import Call
+from autograder.compare import expect
+from tests_hidden.support import (BlockCase, block_call, block_cases, block_state, check_causality,
+                                  check_key_padding_invariance, check_permutation_equivariance, examples,
+                                  expect_close, expect_fraction, expect_grads, expect_raises, expect_shape,
+                                  expect_untouched, generator, randn, sequence_inputs, torch_block)
+
+pytestmark = pytest.mark.part("block")
+EDGES = (BlockCase(B=1, L=1, d_model=2, h=2, d_ff=1), BlockCase(B=2, L=3, d_model=6, h=3, d_ff=4, eps=1e-3),
+         BlockCase(B=1, L=4, d_model=4, h=1, d_ff=8, activation="gelu", norm_first=True, eps=1e-6,
+                   attn_mask="causal", key_padding=True),
+         BlockCase(B=2, L=3, d_model=4, h=2, d_ff=5, norm_first=True, eps=1e-3, attn_mask="per_head",
+                   mask_kind="additive"))
+DROPOUT_CASE = BlockCase(B=2, L=8, d_model=16, h=2, d_ff=32, norm_first=True)
+
+
+def _with_edges(test):
+    for case in EDGES:
+        test = example(case=case)(test)
+    return test
+
+
+@examples(15)
+@given(case=block_cases())
+@_with_edges
+def test_matches_torch(impl, case):
+    """float64 against nn.TransformerEncoderLayer(batch_first=True): a LayerNorm eps off by a little,
+    or the tanh GELU, shows here."""
+    x, masks = sequence_inputs(case)
+    state = block_state(case)
+    call = block_call(case, x, masks, state)
+    outcome = impl.run(call)
+    expect_close(outcome.output, torch_block(case, state, x, masks).output, "output", call)
+    expect_untouched(outcome, call)
+
+
+@examples(10)
+@given(case=block_cases(dtypes=("float32",)))
+def test_matches_reference_float32(impl, ref, case):
+    x, masks = sequence_inputs(case)
+    call = block_call(case, x, masks)
+    expect_close(impl.run(call).output, ref.run(call).output, "output", call)
+
+
+@examples(6)
+@given(case=block_cases())
+@example(case=EDGES[2])
+def test_gradients_match_torch(impl, case):
+    x, masks = sequence_inputs(case)
+    state = block_state(case)
+    g = randn(generator(case, "grad"), x.shape, x.dtype)
+    call = block_call(case, x, masks, state, grad_outputs=(g,))
+    expect_grads(impl.run(call), torch_block(case, state, x, masks, grad_output=g), call)
+
+
+def test_defaults_match_torch(impl):
+    """TransformerBlock(d_model, num_heads, d_ff) is nn.TransformerEncoderLayer's default layout:
+    ReLU, post-LN, eps 1e-5."""
+    case = BlockCase(B=2, L=4, d_model=8, h=2, d_ff=16)
+    x, _ = sequence_inputs(case)
+    state = block_state(case)
+    call = Call("TransformerBlock", (x,), init={"d_model": 8, "num_heads": 2, "d_ff": 16}, state=state,
+                dtype=torch.float64)
+    expect_close(impl.run(call).output, torch_block(case, state, x, {}).output, "output", call)
+
+
+def test_attributes(impl):
+    call = Call("TransformerBlock", init={"d_model": 12, "num_heads": 3, "d_ff": 20}, construct_only=True)
+    params = impl.run(call).attributes["params"]
+    shapes = {"attn.qkv.weight": [36, 12], "attn.out.weight": [12, 12], "ff1.weight": [20, 12], "ff1.bias": [20],
+              "ff2.weight": [12, 20], "ff2.bias": [12], "norm1.weight": [12], "norm1.bias": [12],
+              "norm2.weight": [12], "norm2.bias": [12]}
+    for name, shape in shapes.items():
+        expect(params.get(name) == shape, f"{call.signature()}: parameter {name} should have shape {tuple(shape)}, "
+                                          f"got {tuple(params[name]) if name in params else 'none'}.",
+               hint="attn = MultiHeadSelfAttention(...), ff1 = nn.Linear(d_model, d_ff), "
+                    "ff2 = nn.Linear(d_ff, d_model), norm1 and norm2 = nn.LayerNorm(d_model, eps=...).")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "swish", ""])
+def test_unknown_activation_raises(impl, activation):
+    call = Call("TransformerBlock", init={"d_model": 8, "num_heads": 2, "d_ff": 16, "activation": activation},
+                construct_only=True)
+    expect_raises(impl, call, ValueError, "activation is 'relu' or 'gelu'")
+
+
+def test_eval_ignores_dropout(impl):
+    case = BlockCase(B=2, L=5, d_model=8, h=2, d_ff=16, attn_mask="causal")
+    x, masks = sequence_inputs(case)
+    state = block_state(case)
+    want = torch_block(case, state, x, masks).output
+    for seed in (1, 2):
+        call = block_call(case, x, masks, state, init={"dropout": 0.5}, seed=seed)
+        expect_close(impl.run(call).output, want, "output", call, hint="dropout applies in training mode only.")
+
+
+def _branch_in_training(impl, ref, silenced, p=0.3):
+    """(output - x) in training, pre-LN, with the weights in `silenced` zeroed so that one branch adds
+    exactly 0; also its dropout-free value and the Call. With a branch silenced, x + branch - x shows
+    where dropout zeroed entries, whatever random numbers a solution draws."""
+    case = DROPOUT_CASE
+    x, _ = sequence_inputs(case)
+    state = block_state(case)
+    state |= {name: torch.zeros_like(state[name]) for name in silenced}
+    clean = ref.run(block_call(case, x, {}, state)).output - x
+    for seed in (1, 2):
+        call = block_call(case, x, {}, state, init={"dropout": p}, training=True, seed=seed)
+        out = impl.run(call).output
+        expect_shape(out, x.shape, "output", call)
+        yield call, out - x, clean / (1 - p)
+
+
+def _dropout_checks(impl, ref, silenced, branch, outer_hint, inner_hint):
+    for call, delta, rescaled in _branch_in_training(impl, ref, silenced):
+        kept = delta != 0
+        expect_fraction(1 - kept.double().mean().item(), 0.15, 0.45,
+                        f"share of the {branch} branch's outputs zeroed by {call.signature()}", hint=outer_hint)
+        untouched = torch.isclose(delta, rescaled, rtol=1e-6, atol=1e-9) & kept
+        expect_fraction(untouched.double().sum().item() / max(int(kept.sum()), 1), 0.0, 0.5,
+                        f"share of the {branch} branch's kept outputs that are exactly their dropout-free value "
+                        f"times 1/(1-p) under {call.signature()}", hint=inner_hint)
+
+
+def test_dropout_in_attention_branch(impl, ref):
+    """nn.TransformerEncoderLayer drops attention weights (inside self-attention) and the
+    self-attention output (dropout1). The feed-forward branch is silenced (ff2 = 0)."""
+    _dropout_checks(impl, ref, ("ff2.weight", "ff2.bias"), "self-attention",
+                    outer_hint="apply dropout to the self-attention output before adding it to the residual.",
+                    inner_hint="self-attention inside the block must drop attention weights too: "
+                               "pass dropout to MultiHeadSelfAttention.")
+
+
+def test_dropout_in_feed_forward_branch(impl, ref):
+    """nn.TransformerEncoderLayer drops after the activation and after ff2 (dropout, dropout2).
+    The self-attention branch is silenced (its output projection = 0)."""
+    _dropout_checks(impl, ref, ("attn.out.weight", "attn.out.bias"), "feed-forward",
+                    outer_hint="apply dropout to the feed-forward output (after ff2) before adding it to the residual.",
+                    inner_hint="apply dropout between the activation and ff2, as nn.TransformerEncoderLayer does.")
+
+
+@examples(6)
+@given(case=block_cases(attn_masks=("none",), key_padding=(False,)))
+def test_permutation_equivariance(impl, case):
+    check_permutation_equivariance(impl, case, block_call)
+
+
+@examples(6)
+@given(case=block_cases(attn_masks=("causal",), key_padding=(False,)))
+@example(case=BlockCase(B=2, L=5, d_model=4, h=2, d_ff=6, attn_mask="causal"))
+def test_causality(impl, case):
+    check_causality(impl, case, block_call)
+
+
+@examples(6)
+@given(case=block_cases(attn_masks=("none",), key_padding=(True,)))
+@example(case=BlockCase(B=2, L=4, d_model=4, h=2, d_ff=6, key_padding=True))
+def test_key_padding_invariance(impl, case):
+    check_key_padding_invariance(impl, case, block_call)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_inputs_untouched(impl, norm_first):
+    case = BlockCase(B=2, L=4, d_model=8, h=2, d_ff=16, norm_first=norm_first, attn_mask="causal",
+                     key_padding=True, mask_kind="additive")
+    x, masks = sequence_inputs(case)
+    call = block_call(case, x, masks)
+    expect_untouched(impl.run(call), call)
+
+
+def test_large_inputs_stay_finite(impl):
+    """Post-LN feeds x itself to self-attention: large inputs make large scores."""
+    for dtype in ("float64", "float32"):
+        case = BlockCase(B=2, L=6, d_model=8, h=2, d_ff=16, attn_mask="causal", dtype=dtype)
+        x, masks = sequence_inputs(case, scale=40.0)
+        state = block_state(case)
+        call = block_call(case, x, masks, state)
+        out = impl.run(call).output
+        expect_shape(out, x.shape, "output", call)
+        expect(bool(torch.isfinite(out).all()), f"{call.signature()} with large inputs returned inf or NaN.",
+               hint="use torch.softmax, or subtract each row's maximum before exp().")
+        if dtype == "float64":
+            expect_close(out, torch_block(case, state, x, masks).output, "output", call)

@@ -1,0 +1,1 @@
+"""Public tests of the assignment: `pytest tests_public`."""

@@ -1,0 +1,194 @@
+"""TransformerBlock against torch.nn.TransformerEncoderLayer(batch_first=True) with the same weights.
+
+The LayerNorms get random affine parameters (not the default 1 and 0) and a non-default eps, so a
+swapped or shared norm, or an ignored eps, shows up.
+"""
+import math
+
+import pytest
+import torch
+
+from autograder.calls import Call
+from autograder.compare import expect
+from tests_public.oracles import (F64, additive, block_expected, block_state, check, construct,
+                                  expect_like, expect_raises, randn, random_bool_mask, random_lengths, run_module,
+                                  scale_queries, swapped_norms, tanh_gelu)
+
+pytestmark = pytest.mark.part("block")
+
+BLOCK = "TransformerBlock"
+B, L, D, H, D_FF = 2, 5, 12, 3, 20
+EPS = 1e-3
+ORDER = {False: "post-LN: x = norm1(x + SA(x)), then x = norm2(x + FF(x))",
+         True: "pre-LN: x = x + SA(norm1(x)), then x = x + FF(norm2(x))"}
+
+
+def settings(norm_first=False, activation="relu", dropout=0.1, layer_norm_eps=EPS):
+    return {"d_model": D, "num_heads": H, "d_ff": D_FF, "dropout": dropout, "activation": activation,
+            "norm_first": norm_first, "layer_norm_eps": layer_norm_eps}
+
+
+def block_suspects(state, x, init, attn_mask, kpm):
+    def variant(state=state, attn_mask=attn_mask, kpm=kpm, **changes):
+        return lambda: block_expected(state, x, init | changes, attn_mask, kpm)
+
+    found = [
+        (variant(state=swapped_norms(state)),
+         "norm1 and norm2 are swapped: norm1 belongs to the attention sub-layer, norm2 to the feed-forward one."),
+        (variant(norm_first=not init["norm_first"]),
+         f"wrong LayerNorm placement: norm_first={init['norm_first']} means {ORDER[init['norm_first']]}."),
+        (variant(layer_norm_eps=1e-5),
+         "the LayerNorms ignore layer_norm_eps: pass eps=layer_norm_eps to nn.LayerNorm."),
+        (variant(state=scale_queries(state, math.sqrt(D // H), prefix="attn.")),
+         "the attention scores are not divided by sqrt(d_k) (check your MultiHeadSelfAttention)."),
+    ]
+    if init["activation"] == "gelu":
+        found.append((variant(activation=tanh_gelu),
+                      "use the exact GELU (erf form, torch.nn.functional.gelu's default), not the tanh "
+                      "approximation."))
+    other = "gelu" if init["activation"] == "relu" else "relu"
+    found.append((variant(activation=other), f"activation={init['activation']!r} was asked for, but the "
+                                             f"feed-forward network used {other}."))
+    if attn_mask is not None and kpm is not None:
+        found.append((variant(attn_mask=None, kpm=None), "the masks must be passed on to the attention."))
+    for name, mask in (("attn_mask", attn_mask), ("kpm", kpm)):
+        if mask is not None:
+            found.append((variant(**{name: None}), f"{name.replace('kpm', 'key_padding_mask')} must be "
+                                                   "passed on to the attention."))
+    return found
+
+
+def check_block_output(got, call, state, x, init, attn_mask=None, key_padding_mask=None, hint=""):
+    norm_first = init.get("norm_first", False)
+    expected = block_expected(state, x, init, attn_mask, key_padding_mask)
+    check(got, expected, what=f"output of {call.signature()}",
+          hint=hint or f"with norm_first={norm_first} the block is {ORDER[norm_first]}, where "
+                       "FF(x) = ff2(activation(ff1(x))) and SA is your MultiHeadSelfAttention; in eval "
+                       "mode no dropout is applied. If tests of MultiHeadSelfAttention fail, fix those "
+                       "first.",
+          suspects=block_suspects(state, x, init, attn_mask, key_padding_mask))
+
+
+def check_block(impl, init, x=None, state=None, attn_mask=None, key_padding_mask=None, dtype=F64,
+                training=False):
+    x = randn(B, L, D, dtype=dtype) if x is None else x
+    state = block_state(D, D_FF, dtype=dtype) if state is None else state
+    masks = {k: v for k, v in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)) if v is not None}
+    outcome, call = run_module(impl, BLOCK, init, x, state=state, dtype=dtype, training=training, **masks)
+    check_block_output(outcome.output, call, state, x, init, attn_mask, key_padding_mask)
+
+
+def causal_bool(n):
+    return torch.ones(n, n, dtype=torch.bool).triu(1)
+
+
+def padding_bool(lengths, n):
+    return torch.arange(n)[None, :] >= torch.as_tensor(lengths)[:, None]
+
+
+# -- construction -----------------------------------------------------------------------------------
+
+def test_constructor_attributes(impl):
+    outcome, call = construct(impl, BLOCK, **settings())
+    children, params = outcome.attributes.get("children", {}), outcome.attributes.get("params", {})
+    what = call.signature()
+    wanted = {"attn": "MultiHeadSelfAttention", "ff1": "Linear", "ff2": "Linear", "norm1": "LayerNorm",
+              "norm2": "LayerNorm"}
+    missing = {k: v for k, v in wanted.items() if children.get(k) != v}
+    expect(not missing, f"{what}: expected submodules {wanted}; missing or of another type: "
+                        f"{ {k: children.get(k) for k in missing} }.",
+           hint="create attn = MultiHeadSelfAttention(...), ff1 and ff2 (nn.Linear), norm1 and norm2 "
+                "(nn.LayerNorm) under exactly these names.")
+    expected = {"attn.qkv.weight": [3 * D, D], "attn.qkv.bias": [3 * D], "attn.out.weight": [D, D],
+                "attn.out.bias": [D], "ff1.weight": [D_FF, D], "ff1.bias": [D_FF], "ff2.weight": [D, D_FF],
+                "ff2.bias": [D], "norm1.weight": [D], "norm1.bias": [D], "norm2.weight": [D], "norm2.bias": [D]}
+    expect(params == expected, f"{what}: expected parameters {expected}, got {params}.",
+           hint="ff1 maps d_model -> d_ff, ff2 maps d_ff -> d_model; the norms are nn.LayerNorm(d_model); "
+                "no other parameters.")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "swish", "sigmoid"])
+def test_unknown_activation_raises_value_error(impl, activation):
+    expect_raises(impl.run, ValueError, Call(BLOCK, init=settings(activation=activation), construct_only=True),
+                  hint="only 'relu' and 'gelu' are valid activations: raise ValueError for anything else.")
+
+
+def test_invalid_head_count_raises_value_error(impl):
+    init = settings() | {"num_heads": 5}
+    expect_raises(impl.run, ValueError, Call(BLOCK, init=init, construct_only=True),
+                  hint="the block's MultiHeadSelfAttention must reject num_heads that do not divide d_model.")
+
+
+# -- forward ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_matches_torch_encoder_layer(impl, norm_first, activation):
+    check_block(impl, settings(norm_first, activation))
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_matches_torch_encoder_layer_with_causal_and_padding(impl, norm_first, activation):
+    check_block(impl, settings(norm_first, activation), attn_mask=causal_bool(L),
+                key_padding_mask=padding_bool(random_lengths(B, L), L))
+
+
+@pytest.mark.parametrize("case", ["float-causal", "bool-B-h-L-L", "float-key-padding"])
+def test_mask_kinds(impl, case):
+    masks = {
+        "float-causal": lambda: {"attn_mask": additive(causal_bool(L), torch.float32)},
+        "bool-B-h-L-L": lambda: {"attn_mask": random_bool_mask(B, H, L, L)},
+        "float-key-padding": lambda: {"key_padding_mask": additive(padding_bool(random_lengths(B, L), L), F64)},
+    }[case]()
+    check_block(impl, settings(norm_first=True), **masks)
+
+
+def test_default_layer_norm_eps(impl):
+    init = settings()
+    del init["layer_norm_eps"]
+    x = randn(B, L, D, scale=0.05)  # small activations: the eps matters
+    state = block_state(D, D_FF)
+    outcome, call = run_module(impl, BLOCK, init, x, state=state)
+    check_block_output(outcome.output, call, state, x, init | {"layer_norm_eps": 1e-5},
+                       hint="layer_norm_eps defaults to 1e-5, the default of nn.LayerNorm and "
+                            "nn.TransformerEncoderLayer (and the rest of the block must be right too: "
+                            "see the other block tests).")
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_float32(impl, norm_first):
+    check_block(impl, settings(norm_first, "gelu"), dtype=torch.float32, attn_mask=causal_bool(L))
+
+
+def test_training_mode_without_dropout_is_deterministic(impl):
+    check_block(impl, settings(True, "relu", dropout=0.0), training=True, attn_mask=causal_bool(L))
+
+
+def test_dropout_is_active_in_training_mode(impl):
+    init = settings(False, "relu", dropout=0.5)
+    x, state = randn(B, L, D), block_state(D, D_FF)
+    outcome, call = run_module(impl, BLOCK, init, x, state=state, training=True)
+    got, clean = outcome.output, block_expected(state, x, init)
+    expect_like(got, clean, f"output of {call.signature()}")
+    expect(bool(torch.isfinite(got).all()), f"output of {call.signature()} is not finite.")
+    expect(not torch.allclose(got, clean), f"output of {call.signature()} equals the eval-mode output.",
+           hint="in training mode the block applies dropout (p=dropout) where nn.TransformerEncoderLayer "
+                "does: after attention, inside the feed-forward network and after it.")
+
+
+def test_gradients_match_torch(impl):
+    init = settings(True, "gelu")
+    x, state, g = randn(B, L, D), block_state(D, D_FF), randn(B, L, D)
+    mask, kpm = causal_bool(L), padding_bool(random_lengths(B, L), L)
+    outcome, call = run_module(impl, BLOCK, init, x, state=state, attn_mask=mask, key_padding_mask=kpm,
+                               grad_outputs=g)
+    check_block_output(outcome.output, call, state, x, init, mask, kpm)  # forward first
+    _, grads = block_expected(state, x, init, mask, kpm, grad_output=g)
+    hint = "keep forward differentiable: no .detach(), .item(), .numpy(), .data or in-place writes."
+    check(outcome.input_grads.get("arg0"), grads["x"],
+          what=f"gradient of x after backward through {call.signature()}", hint=hint)
+    for name, expected in grads.items():
+        if name != "x":
+            check(outcome.param_grads.get(name), expected,
+                  what=f"gradient of {name} after backward through {call.signature()}", hint=hint)
