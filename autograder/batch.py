@@ -212,10 +212,10 @@ class Progress:
 
     WIDTH = 30
 
-    def __init__(self, total: int, initial: int, stream=sys.stderr):
+    def __init__(self, total: int, initial: int):
         self.total, self.initial, self.done, self.failed = total, initial, initial, 0
-        self.stream, self.started = stream, time.monotonic()
-        self.tty = stream.isatty()
+        self.stream, self.started = sys.stderr, time.monotonic()
+        self.tty = self.stream.isatty()
         if initial:
             self.stream.write(f"{initial} of {total} submissions already graded: skipped (--force regrades)\n")
         self._draw()

@@ -23,7 +23,8 @@ class Call:
     construct_only: bool = False     # build the module and describe it, no forward
 
     def to_wire(self) -> dict:
-        return asdict(self) | {"args": list(self.args)}
+        wire = asdict(self)  # deep copies: in-process too, the submission never holds the test's tensors
+        return wire | {"args": list(wire["args"])}
 
     def signature(self) -> str:
         """How the call reads in a failure message: names, shapes and flags, never values."""

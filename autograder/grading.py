@@ -150,12 +150,17 @@ def grade_knowledge(sub, rubric, parts) -> list:
     part = rubric.parts.get("knowledge")
     if part is None:
         return []
-    if sub.knowledge is None:
-        parts["knowledge"] = PartScore("knowledge", part.title, 0.0, part.points, graded=False,
-                                       notes=["no knowledge-check answers in this submission "
-                                              "(assignment/knowledge.py or the notebook): not graded here"])
-        return []
     from autograder import knowledge
+
+    reason = None
+    if sub.knowledge is None:
+        reason = "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook)"
+    elif not knowledge.KEY_FILE.is_file():  # a student's release has no key: only instructors grade it
+        reason = "the answer key is not in this copy of the repository"
+    if reason:
+        parts["knowledge"] = PartScore("knowledge", part.title, 0.0, part.points, graded=False,
+                                       notes=[f"{reason}: not graded here"])
+        return []
 
     rows = knowledge.grade(sub.knowledge, part.points)
     score = round(sum(r["score"] for r in rows), 4)

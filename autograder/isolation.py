@@ -20,6 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 
 LEVELS = ("sandbox", "process")
+# Isolated mode (no user site, no PYTHON* variables, no current directory on sys.path); unbuffered,
+# so that what a submission printed reaches the grader even when its worker is killed.
+PYTHON = (sys.executable, "-I", "-u")
 WORKER_DIR = Path(__file__).resolve().parent / "sandbox"
 SANDBOX_WORKER_DIR = "/tmp/.autograder-worker"  # under the sandbox's own /tmp: / is read-only
 # What a Python process needs from the host: libraries and the dynamic loader's configuration.
@@ -35,7 +38,7 @@ class Isolation:
     def command(self, workdir: Path, hidden: list[Path]) -> tuple[list[str], str, list[str]]:
         """(argv prefix up to the worker script, the script path, paths the audit hook denies)."""
         if self.level == "process":
-            return [sys.executable, "-I"], str(WORKER_DIR / "worker_main.py"), [str(p) for p in hidden]
+            return [*PYTHON], str(WORKER_DIR / "worker_main.py"), [str(p) for p in hidden]
         return sandbox_argv(Path(workdir), hidden), f"{SANDBOX_WORKER_DIR}/worker_main.py", []
 
 
@@ -68,7 +71,7 @@ def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
             argv += ["--ro-bind", "/dev/null", str(path.resolve())]
     return argv + ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR,
                    "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--remount-ro", "/",
-                   sys.executable, "-I"]
+                   *PYTHON]
 
 
 def python_roots() -> list[Path]:

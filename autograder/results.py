@@ -40,11 +40,14 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "visibility": "visible", "tags": [t.part, t.suite],
         })
     for entry in grade.extra_entries:
-        tests.append({
-            "name": entry["name"], "score": round(float(entry["score"]), 4),
-            "max_score": round(float(entry["max_score"]), 4), "status": entry["status"],
-            "output": entry.get("output", ""), "visibility": "visible", "tags": [entry["part"]],
-        })
+        row = {"name": entry["name"], "score": round(float(entry["score"]), 4),
+               "max_score": round(float(entry["max_score"]), 4), "output": entry.get("output", ""),
+               "visibility": "visible", "tags": [entry["part"]]}
+        if entry["status"] in ("passed", "failed"):
+            row["status"] = entry["status"]
+        else:  # Gradescope knows no "skipped": no status, and nothing that counts as lost
+            row.update(max_score=0.0, output=f"Not graded: {row['output']}")
+        tests.append(row)
     return {
         "score": grade.score,
         "execution_time": grade.execution_time,

@@ -72,6 +72,7 @@ class WorkerProcess:
         copy = self.workdir / "mhsa.py"
         copy.write_bytes(Path(submission).read_bytes())
         prefix, script, denied = isolation.command(self.workdir, hidden)
+        self.sandboxed = isolation.level == "sandbox"
         config = {"memory_bytes": limits.memory_mb << 20, "cpu_seconds": limits.cpu_seconds,
                   "denied_paths": denied, "write_dirs": [str(self.workdir)],
                   "worker_dir": os.path.dirname(script)}
@@ -106,6 +107,8 @@ class WorkerProcess:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "stopped answering"
+        if self.sandboxed and 128 < code < 128 + signal.NSIG:  # bubblewrap reports a signal as 128 + its number
+            code = 128 - code
         if code < 0:
             name = signal.Signals(-code).name
             reasons = {"SIGSEGV": " (a segmentation fault)", "SIGKILL": " (killed: often the memory limit)",

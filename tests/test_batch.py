@@ -38,8 +38,9 @@ FAKE_GRADER = textwrap.dedent("""
     data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
             "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process",
                            "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
-    with open(results, "w") as f:
+    with open(results + ".new", "w") as f:
         json.dump(data, f)
+    os.replace(results + ".new", results)  # atomically, as `grade` does
 """)
 FAKE = (sys.executable, "-c", FAKE_GRADER)
 

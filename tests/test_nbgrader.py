@@ -71,7 +71,8 @@ def course(tmp_path_factory):
         target = root / "submitted" / student / notebook.ASSIGNMENT / f"{notebook.ASSIGNMENT}.ipynb"
         target.parent.mkdir(parents=True)
         target.write_text(json.dumps(nb))
-    run(["nbgrader", "autograde", notebook.ASSIGNMENT], root)
+    log = run(["nbgrader", "autograde", notebook.ASSIGNMENT], root)
+    assert ("kernel in the bubblewrap sandbox" in log.stdout + log.stderr) == sandbox_available()
     return root
 
 

@@ -100,46 +100,69 @@ def test_eval_ignores_dropout(impl):
         expect_close(impl.run(call).output, want, "output", call, hint="dropout applies in training mode only.")
 
 
-def _branch_in_training(impl, ref, silenced, p=0.3):
-    """(output - x) in training, pre-LN, with the weights in `silenced` zeroed so that one branch adds
-    exactly 0; also its dropout-free value and the Call. With a branch silenced, x + branch - x shows
-    where dropout zeroed entries, whatever random numbers a solution draws."""
+def _constant_attention_state(case):
+    """Values all ones and W^O the identity: self-attention outputs each query's sum of attention
+    weights, exactly 1 without dropout. The feed-forward branch adds exactly 0 (ff2 = 0)."""
+    state, d = block_state(case), case.d_model
+    state["attn.qkv.weight"][2 * d:] = 0
+    state["attn.qkv.bias"][2 * d:] = 1
+    state["attn.out.weight"] = torch.eye(d, dtype=state["attn.out.weight"].dtype)
+    for name in ("attn.out.bias", "ff2.weight", "ff2.bias"):
+        state[name].zero_()
+    return state
+
+
+def _constant_feed_forward_state(case):
+    """Every hidden unit holds act(1) and ff2 averages them: without dropout the feed-forward branch
+    adds act(1) everywhere. Self-attention adds exactly 0 (W^O = 0)."""
+    state = block_state(case)
+    for name in ("attn.out.weight", "attn.out.bias", "ff1.weight", "ff2.bias"):
+        state[name].zero_()
+    state["ff1.bias"].fill_(1.0)
+    state["ff2.weight"].fill_(1.0 / case.d_ff)
+    return state
+
+
+def _dropout_checks(impl, ref, state, branch, outer_hint, inner_hint, p=0.3, seeds=16):
+    """In training (pre-LN), x + branch - x shows what dropout did to the one branch that is not
+    silenced, whatever random numbers a solution draws: a share p of its outputs zeroed (the dropout
+    after it), the kept ones not all equal to the dropout-free value / (1-p) (the dropout inside it),
+    and on average over seeds the dropout-free value (every dropout rescales by 1/(1-p))."""
     case = DROPOUT_CASE
     x, _ = sequence_inputs(case)
-    state = block_state(case)
-    state |= {name: torch.zeros_like(state[name]) for name in silenced}
     clean = ref.run(block_call(case, x, {}, state)).output - x
-    for seed in (1, 2):
+    deltas = []
+    for seed in range(1, seeds + 1):
         call = block_call(case, x, {}, state, init={"dropout": p}, training=True, seed=seed)
         out = impl.run(call).output
         expect_shape(out, x.shape, "output", call)
-        yield call, out - x, clean / (1 - p)
-
-
-def _dropout_checks(impl, ref, silenced, branch, outer_hint, inner_hint):
-    for call, delta, rescaled in _branch_in_training(impl, ref, silenced):
+        deltas.append(out - x)
+    for delta in deltas[:2]:
         kept = delta != 0
         expect_fraction(1 - kept.double().mean().item(), 0.15, 0.45,
                         f"share of the {branch} branch's outputs zeroed by {call.signature()}", hint=outer_hint)
-        untouched = torch.isclose(delta, rescaled, rtol=1e-6, atol=1e-9) & kept
+        untouched = torch.isclose(delta, clean / (1 - p), rtol=1e-6, atol=1e-9) & kept
         expect_fraction(untouched.double().sum().item() / max(int(kept.sum()), 1), 0.0, 0.5,
                         f"share of the {branch} branch's kept outputs that are exactly their dropout-free value "
-                        f"times 1/(1-p) under {call.signature()}", hint=inner_hint)
+                        f"/ (1-p) under {call.signature()}", hint=inner_hint)
+    ratio = (torch.stack(deltas).mean() / clean.mean()).item()
+    expect(abs(ratio - 1) < 0.15, f"averaged over {seeds} seeds, the {branch} branch of {call.signature()} "
+                                 f"is {ratio:.2f} times its dropout-free value, expected 1.",
+           hint="dropout keeps the expectation: kept values are scaled by 1/(1-p), as F.dropout does.")
 
 
 def test_dropout_in_attention_branch(impl, ref):
     """nn.TransformerEncoderLayer drops attention weights (inside self-attention) and the
-    self-attention output (dropout1). The feed-forward branch is silenced (ff2 = 0)."""
-    _dropout_checks(impl, ref, ("ff2.weight", "ff2.bias"), "self-attention",
+    self-attention output (dropout1)."""
+    _dropout_checks(impl, ref, _constant_attention_state(DROPOUT_CASE), "self-attention",
                     outer_hint="apply dropout to the self-attention output before adding it to the residual.",
                     inner_hint="self-attention inside the block must drop attention weights too: "
                                "pass dropout to MultiHeadSelfAttention.")
 
 
 def test_dropout_in_feed_forward_branch(impl, ref):
-    """nn.TransformerEncoderLayer drops after the activation and after ff2 (dropout, dropout2).
-    The self-attention branch is silenced (its output projection = 0)."""
-    _dropout_checks(impl, ref, ("attn.out.weight", "attn.out.bias"), "feed-forward",
+    """nn.TransformerEncoderLayer drops after the activation and after ff2 (dropout, dropout2)."""
+    _dropout_checks(impl, ref, _constant_feed_forward_state(DROPOUT_CASE), "feed-forward",
                     outer_hint="apply dropout to the feed-forward output (after ff2) before adding it to the residual.",
                     inner_hint="apply dropout between the activation and ff2, as nn.TransformerEncoderLayer does.")
 

@@ -59,6 +59,7 @@ def block_suspects(state, x, init, attn_mask, kpm):
 
 
 def check_block_output(got, call, state, x, init, attn_mask=None, key_padding_mask=None, hint=""):
+    __tracebackhide__ = True
     norm_first = init.get("norm_first", False)
     expected = block_expected(state, x, init, attn_mask, key_padding_mask)
     check(got, expected, what=f"output of {call.signature()}",
@@ -71,6 +72,7 @@ def check_block_output(got, call, state, x, init, attn_mask=None, key_padding_ma
 
 def check_block(impl, init, x=None, state=None, attn_mask=None, key_padding_mask=None, dtype=F64,
                 training=False):
+    __tracebackhide__ = True
     x = randn(B, L, D, dtype=dtype) if x is None else x
     state = block_state(D, D_FF, dtype=dtype) if state is None else state
     masks = {k: v for k, v in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)) if v is not None}
@@ -89,9 +91,8 @@ def padding_bool(lengths, n):
 # -- construction -----------------------------------------------------------------------------------
 
 def test_constructor_attributes(impl):
-    outcome, call = construct(impl, BLOCK, **settings())
+    outcome, what = construct(impl, BLOCK, **settings())
     children, params = outcome.attributes.get("children", {}), outcome.attributes.get("params", {})
-    what = call.signature()
     wanted = {"attn": "MultiHeadSelfAttention", "ff1": "Linear", "ff2": "Linear", "norm1": "LayerNorm",
               "norm2": "LayerNorm"}
     missing = {k: v for k, v in wanted.items() if children.get(k) != v}
@@ -109,13 +110,13 @@ def test_constructor_attributes(impl):
 
 @pytest.mark.parametrize("activation", ["tanh", "swish", "sigmoid"])
 def test_unknown_activation_raises_value_error(impl, activation):
-    expect_raises(impl.run, ValueError, Call(BLOCK, init=settings(activation=activation), construct_only=True),
+    expect_raises(impl, ValueError, Call(BLOCK, init=settings(activation=activation), construct_only=True),
                   hint="only 'relu' and 'gelu' are valid activations: raise ValueError for anything else.")
 
 
 def test_invalid_head_count_raises_value_error(impl):
     init = settings() | {"num_heads": 5}
-    expect_raises(impl.run, ValueError, Call(BLOCK, init=init, construct_only=True),
+    expect_raises(impl, ValueError, Call(BLOCK, init=init, construct_only=True),
                   hint="the block's MultiHeadSelfAttention must reject num_heads that do not divide d_model.")
 
 

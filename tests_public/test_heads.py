@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests_public.oracles import DEVICES, F64, QUICK_PHASES, check, invoke, randn
+from tests_public.oracles import DEVICES, F64, check, invoke, randn
 
 pytestmark = pytest.mark.part("heads")
 
@@ -48,6 +48,7 @@ def merge_suspects(y):
 
 
 def check_split(impl, x, h):
+    __tracebackhide__ = True
     outcome, call = invoke(impl, "split_heads", x, h)
     check(outcome.output, split_formula(x, h), what=f"{call.signature()}", hint=SPLIT_HINT,
           suspects=split_suspects(x, h))
@@ -55,6 +56,7 @@ def check_split(impl, x, h):
 
 
 def check_merge(impl, y):
+    __tracebackhide__ = True
     outcome, call = invoke(impl, "merge_heads", y)
     check(outcome.output, merge_formula(y), what=f"{call.signature()}", hint=MERGE_HINT,
           suspects=merge_suspects(y))
@@ -109,7 +111,7 @@ def test_merge_heads_is_differentiable(impl):
                                               ".numpy() or copying values into a new tensor.")
 
 
-@settings(max_examples=15, phases=QUICK_PHASES)
+@settings(max_examples=15)
 @given(b=st.integers(1, 3), length=st.integers(1, 6), h=st.integers(1, 5), d_k=st.integers(1, 5),
        seed=st.integers(0, 2**16))
 def test_random_shapes_round_trip(impl, b, length, h, d_k, seed):

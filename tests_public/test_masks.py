@@ -14,6 +14,7 @@ INF_HINT = ("blocked positions must be exactly float('-inf') and allowed ones ex
 
 
 def expect_none(got, what, hint):
+    __tracebackhide__ = True
     expect(got is None, f"{what}: expected None, got {type(got).__name__}.", hint=hint)
 
 
@@ -175,6 +176,7 @@ def merge_formula(attn_mask, key_padding_mask, dtype=torch.float32):
 
 def check_merged(got, attn_mask, key_padding_mask, dtype, what):
     """`got` must broadcast to (B, h, Lq, Lk) and then equal the merged additive mask."""
+    __tracebackhide__ = True
     expected = merge_formula(attn_mask, key_padding_mask, dtype)
     expect(type(got) is torch.Tensor, f"{what}: expected a torch.Tensor, got {type(got).__name__}.",
            hint="return one additive float mask (or None when both masks are None).")

@@ -64,6 +64,7 @@ def suspects(state, x, h, attn_mask, kpm, pick):
 
 
 def forward(impl, x, state, h=H, *, need_weights=True, dtype=F64, training=False, init=None, **masks):
+    __tracebackhide__ = True
     init = init or {"d_model": x.shape[-1], "num_heads": h}
     outcome, call = run_module(impl, MHSA, init, x, state=state, dtype=dtype, training=training,
                                need_weights=need_weights, **masks)
@@ -74,6 +75,7 @@ def forward(impl, x, state, h=H, *, need_weights=True, dtype=F64, training=False
 
 
 def check_against_torch(impl, x, state, h=H, attn_mask=None, key_padding_mask=None, **kwargs):
+    __tracebackhide__ = True
     out, weights, call = forward(impl, x, state, h, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                  **kwargs)
     expected_out, expected_w = mha_expected(state, x, h, attn_mask, key_padding_mask)
@@ -96,9 +98,8 @@ def check_against_torch(impl, x, state, h=H, attn_mask=None, key_padding_mask=No
 @pytest.mark.parametrize("d_model, h, bias", [(12, 3, True), (8, 1, True), (8, 8, False)],
                          ids=["12-3", "one-head", "d_k=1-no-bias"])
 def test_constructor_attributes(impl, d_model, h, bias):
-    outcome, call = construct(impl, MHSA, d_model=d_model, num_heads=h, bias=bias)
+    outcome, what = construct(impl, MHSA, d_model=d_model, num_heads=h, bias=bias)
     fields, params = outcome.attributes.get("fields", {}), outcome.attributes.get("params", {})
-    what = call.signature()
     expect(fields.get("num_heads") == h and fields.get("d_k") == d_model // h,
            f"{what}: expected attributes num_heads={h} and d_k={d_model // h}, got "
            f"num_heads={fields.get('num_heads')!r} and d_k={fields.get('d_k')!r}.",
@@ -114,7 +115,7 @@ def test_constructor_attributes(impl, d_model, h, bias):
 @pytest.mark.parametrize("d_model, h", [(12, 5), (12, 0), (12, -3), (12, 24)],
                          ids=["5-does-not-divide-12", "zero", "negative", "more-than-features"])
 def test_invalid_head_count_raises_value_error(impl, d_model, h):
-    expect_raises(impl.run, ValueError, Call(MHSA, init={"d_model": d_model, "num_heads": h}, construct_only=True),
+    expect_raises(impl, ValueError, Call(MHSA, init={"d_model": d_model, "num_heads": h}, construct_only=True),
                   hint="raise ValueError in __init__ when num_heads < 1 or num_heads does not divide d_model.")
 
 
@@ -235,10 +236,12 @@ def test_gradients_match_torch(impl):
     x, state, g = randn(B, L, D), mhsa_state(D), randn(B, L, D)
     mask = causal(L, "bool")
     kpm = padding(random_lengths(B, L), L, "bool")
+    # the forward pass first: a wrong output explains wrong gradients better than the gradients do
+    out, _, call = forward(impl, x, state, need_weights=False, attn_mask=mask, key_padding_mask=kpm)
+    check(out, mha_expected(state, x, H, mask, kpm)[0], what=f"output of {call.signature()}",
+          hint=LAYOUT, suspects=suspects(state, x, H, mask, kpm, lambda r: r[0]))
     outcome, call = run_module(impl, MHSA, {"d_model": D, "num_heads": H}, x, state=state,
                                attn_mask=mask, key_padding_mask=kpm, grad_outputs=g)
-    check(outcome.output, mha_expected(state, x, H, mask, kpm)[0], what=f"output of {call.signature()}",
-          hint=LAYOUT, suspects=suspects(state, x, H, mask, kpm, lambda r: r[0]))  # forward first
     _, _, grads = mha_expected(state, x, H, mask, kpm, grad_output=g)
     hint = ("keep forward differentiable: no .detach(), .item(), .numpy(), .data or torch.tensor(...) "
             "rebuilding tensors, and no in-place writes into tensors autograd needs.")

@@ -1,0 +1,26 @@
+"""Names the likely misconception behind a failed part: "your output matches attention without the
+1/sqrt(d_k) scale".
+
+The submission is probed through its Backend only (it may be a WorkerBackend: student code never
+runs here), and what it returns is compared with compact implementations of known mistakes
+(model.py), or checked for behaviour those cannot predict (catalog.py). Accuracy on the corpus:
+`python -m autograder.diagnosis.evaluate`.
+"""
+from autograder.diagnosis.catalog import recognise
+from autograder.diagnosis.probes import PROBES, Session
+
+
+def identify(backend, parts) -> dict:
+    """part -> the Misconception recognised for it (parts with none are left out)."""
+    session = Session(backend)
+    found = {}
+    for part in parts:
+        misconception = recognise(session, part) if part in PROBES else None
+        if misconception is not None:
+            found[part] = misconception
+    return found
+
+
+def diagnose(backend, parts) -> dict:
+    """part -> a message naming the likely mistake, for the parts where one is recognised."""
+    return {part: misconception.message for part, misconception in identify(backend, parts).items()}

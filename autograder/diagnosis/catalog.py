@@ -1,0 +1,377 @@
+"""Known misconceptions: how each one shows on the probes, and what a student is told.
+
+A misconception is recognised either by `variants` (the submission behaves like the model with
+those knobs on every probe of the part, and unlike a correct solution on at least one) or by
+`check(session, part)` for behaviour a deterministic model cannot predict: dropout, gradients,
+in-place writes, exceptions. The first match in CATALOG order wins, so specific entries come first.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from autograder.calls import Call
+from autograder.diagnosis.model import Knobs, simulate
+from autograder.diagnosis.probes import PROBES, block_call, block_state, mhsa_call, _randn
+
+CORRECT = Knobs()
+ATTENTION = ("sdpa", "mhsa", "block")
+MODULES = ("mhsa", "block")
+
+
+@dataclass(frozen=True)
+class Misconception:
+    id: str
+    parts: tuple           # parts whose failure it can explain
+    message: str
+    variants: tuple = ()   # Knobs
+    check: Callable = None  # (session, part) -> bool
+
+
+# ---------------------------------------------------------------- comparing what was seen with a prediction
+
+_TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-5)}
+_predictions = {}
+
+
+def predicted(key: str, call: Call, knobs: Knobs) -> dict:
+    if (key, knobs) not in _predictions:
+        _predictions[key, knobs] = simulate(call, knobs)
+    return _predictions[key, knobs]
+
+
+def same(got, want) -> bool:
+    if isinstance(want, torch.Tensor):
+        if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype:
+            return False
+        if not want.is_floating_point():
+            return torch.equal(got, want)
+        rtol, atol = _TOLERANCE.get(want.dtype, (1e-6, 1e-8))
+        return bool(torch.isclose(got.double(), want.double(), rtol=rtol, atol=atol, equal_nan=True).all())
+    if isinstance(want, (tuple, list)):
+        return isinstance(got, (tuple, list)) and len(got) == len(want) and all(map(same, got, want))
+    return got is None and want is None
+
+
+def consistent(seen, prediction: dict, grads: bool = True) -> bool:
+    if seen.raised or "raised" in prediction:
+        return bool(seen.raised) and "raised" in prediction
+    if not same(seen.output, prediction["output"]):
+        return False
+    return not grads or (all(same(seen.input_grads.get(k), g) for k, g in prediction["input_grads"].items())
+                         and all(same(seen.param_grads.get(k), g) for k, g in prediction["param_grads"].items()))
+
+
+def behaves_like(session, part: str, knobs: Knobs) -> bool:
+    """Like `knobs` on every probe of the part, and unlike a correct solution somewhere."""
+    deviates = False
+    for key, call in PROBES[part].items():
+        seen = session.observe(key, call)
+        if not consistent(seen, predicted(key, call, knobs)):
+            return False
+        deviates = deviates or not consistent(seen, predicted(key, call, CORRECT))
+    return deviates
+
+
+def _correct_on(session, part, keys) -> bool:
+    return all(consistent(session.observe(k, PROBES[part][k]), predicted(k, PROBES[part][k], CORRECT)) for k in keys)
+
+
+# ---------------------------------------------------------------- checks for what a model cannot predict
+
+def _in_place(session, part) -> bool:
+    for key, call in PROBES[part].items():
+        seen = session.observe(key, call)
+        if seen.mutated or "inplace" in seen.message.lower().replace("-", "").replace(" ", ""):
+            return True
+    return False
+
+
+def _detached(session, part) -> bool:
+    key = f"{part} grad"
+    call = PROBES[part].get(key)
+    if call is None:
+        return False
+    seen, want = session.observe(key, call), predicted(key, call, CORRECT)
+    return not seen.raised and same(seen.output, want["output"]) and not consistent(seen, want)
+
+
+def _wrong_dtype(session, part) -> bool:
+    for key, call in PROBES[part].items():
+        seen, want = session.observe(key, call), predicted(key, call, CORRECT)
+        if seen.raised and "raised" not in want and ("dtype" in seen.message or "scalar type" in seen.message):
+            return True
+        outputs = seen.output if isinstance(seen.output, (tuple, list)) else (seen.output,)
+        wanted = want.get("output")
+        wanted = wanted if isinstance(wanted, (tuple, list)) else (wanted,)
+        if any(isinstance(o, torch.Tensor) and isinstance(w, torch.Tensor) and o.dtype == torch.float32 != w.dtype
+               for o, w in zip(outputs, wanted)):
+            return True
+    return False
+
+
+def _only_fails_with(session, part, special: tuple, failure: Callable) -> bool:
+    """The probes in `special` fail as `failure` says; every other probe of the part is right."""
+    others = [k for k in PROBES[part] if k not in special]
+    return _correct_on(session, part, others) and any(
+        failure(session.observe(k, PROBES[part][k]), predicted(k, PROBES[part][k], CORRECT)) for k in special)
+
+
+def _squeeze(session, part) -> bool:
+    special = {"heads": ("split size one", "merge size one"), "mhsa": ("mhsa batch of one",),
+               "block": ("block batch of one",)}.get(part, ())
+    return bool(special) and _only_fails_with(session, part, special, lambda seen, want: not consistent(seen, want))
+
+
+def _unstable_softmax(session, part) -> bool:
+    def overflowed(seen, want):
+        outputs = seen.output if isinstance(seen.output, (tuple, list)) else (seen.output,)
+        return any(isinstance(o, torch.Tensor) and not torch.isfinite(o).all() for o in outputs)
+    return _only_fails_with(session, part, (f"{part} large",), overflowed)
+
+
+def _lengths_list(session, part) -> bool:
+    return _only_fails_with(session, part, ("padding list",), lambda seen, want: bool(seen.raised))
+
+
+# Dropout: a few calls beyond the probes, judged against the same call without dropout.
+_Q, _K, _V = _randn(31, 2, 2, 6, 4), _randn(32, 2, 2, 6, 4), _randn(33, 2, 2, 6, 3)
+_X = _randn(34, 2, 6, 8)
+_SDPA = "scaled_dot_product_attention"
+DROPOUT_CALLS = {
+    "sdpa off": Call(_SDPA, (_Q, _K, _V)),
+    "sdpa eval": Call(_SDPA, (_Q, _K, _V), {"dropout_p": 0.5, "training": False}, seed=1),
+    "sdpa train": Call(_SDPA, (_Q, _K, _V), {"dropout_p": 0.3, "training": True}, seed=1),
+    "mhsa off": mhsa_call(_X, kwargs={"need_weights": True}),
+    "mhsa eval": mhsa_call(_X, init={"dropout": 0.5}, kwargs={"need_weights": True}, seed=1),
+    "mhsa train": mhsa_call(_X, init={"dropout": 0.3}, kwargs={"need_weights": True}, training=True, seed=1),
+    "block off": block_call(_X),
+    "block eval": block_call(_X, {"dropout": 0.5}, seed=1),
+}
+
+
+def _feed_forward_only_state():
+    """Self-attention adds exactly 0 (W^O = 0), so x + ffn - x shows the feed-forward branch alone."""
+    state = block_state(8, 16)
+    for name in ("attn.out.weight", "attn.out.bias"):
+        state[name] = torch.zeros_like(state[name])
+    return state
+
+
+_FF_STATE = _feed_forward_only_state()
+DROPOUT_CALLS |= {"block ff off": block_call(_X, {"norm_first": True}, state=_FF_STATE),
+                  "block ff train": block_call(_X, {"norm_first": True, "dropout": 0.3}, state=_FF_STATE,
+                                               training=True, seed=1)}
+
+
+def _dropout_seen(session, key):
+    """(what the submission gave, what it gives without dropout), or None when the latter is wrong."""
+    function = key.split()[0]
+    off_key = f"{function} ff off" if " ff " in key else f"{function} off"
+    off = session.observe(off_key, DROPOUT_CALLS[off_key])
+    if not consistent(off, predicted(off_key, DROPOUT_CALLS[off_key], CORRECT), grads=False):
+        return None
+    seen = session.observe(key, DROPOUT_CALLS[key])
+    return None if seen.raised else (seen.output, off.output)
+
+
+def _weights(output):
+    return output[1] if isinstance(output, (tuple, list)) and len(output) == 2 else None
+
+
+def _dropout_in_eval(session, part) -> bool:
+    seen = _dropout_seen(session, f"{part} eval")
+    return seen is not None and not same(*seen)
+
+
+def _attention_weights_undropped(session, part) -> bool:
+    seen = _dropout_seen(session, f"{'sdpa' if part == 'sdpa' else 'mhsa'} train")
+    return seen is not None and same(*seen)
+
+
+def _feed_forward_undropped(session) -> bool:
+    seen = _dropout_seen(session, "block ff train")
+    return seen is not None and same(*seen)
+
+
+def _dropout_never(session, part) -> bool:
+    return _attention_weights_undropped(session, part) or (part == "block" and _feed_forward_undropped(session))
+
+
+def _dropout_no_rescale(session, part) -> bool:
+    seen = _dropout_seen(session, f"{'sdpa' if part == 'sdpa' else 'mhsa'} train")
+    if seen is None or not isinstance(_weights(seen[0]), torch.Tensor) or _weights(seen[0]).shape != _weights(seen[1]).shape:
+        return False
+    dropped, clean = _weights(seen[0]), _weights(seen[1])
+    kept = dropped != 0
+    return bool((~kept).any()) and same(dropped[kept], clean[kept])
+
+
+def _weights_before_dropout(session, part) -> bool:
+    seen = _dropout_seen(session, f"{part} train")
+    return seen is not None and same(_weights(seen[0]), _weights(seen[1])) and not same(seen[0][0], seen[1][0])
+
+
+def _feed_forward_dropout_missing(session, part) -> bool:
+    """Dropout after ff2 (some outputs zeroed) but not inside: the kept ones are all clean / (1-p)."""
+    seen = _dropout_seen(session, "block ff train")
+    if seen is None or not isinstance(seen[0], torch.Tensor) or seen[0].shape != _X.shape:
+        return False
+    delta, clean = seen[0] - _X, seen[1] - _X
+    kept = delta != 0
+    return bool((~kept).any()) and same(delta[kept], clean[kept] / 0.7)
+
+
+def _accepts_invalid(session, part) -> bool:
+    calls = {"mhsa": [("MultiHeadSelfAttention", {"d_model": 6, "num_heads": 4}),
+                      ("MultiHeadSelfAttention", {"d_model": 8, "num_heads": 0}),
+                      ("MultiHeadSelfAttention", {"d_model": 8, "num_heads": -2})],
+             "block": [("TransformerBlock", {"d_model": 8, "num_heads": 2, "d_ff": 16, "activation": "tanh"}),
+                       ("TransformerBlock", {"d_model": 8, "num_heads": 3, "d_ff": 16})]}[part]
+    for target, init in calls:
+        seen = session.observe(f"invalid {target} {init}", Call(target, init=init, construct_only=True))
+        if seen.raised != "ValueError":
+            return True
+    return False
+
+
+def _bias_ignored(session, part) -> bool:
+    call = Call("MultiHeadSelfAttention", init={"d_model": 8, "num_heads": 2, "bias": False}, construct_only=True)
+    seen = session.observe("mhsa without bias", call)
+    return not seen.raised and any(n.endswith("bias") for n in seen.attributes.get("params", {}))
+
+
+# ---------------------------------------------------------------- the catalog
+
+def _m(id, parts, message, *variants, check=None):
+    return Misconception(id, parts, message, tuple(variants), check)
+
+
+def _residual_variants(kind, layouts):
+    """The residual mistake around self-attention, the feed-forward network or both, in each layout."""
+    sublayers = ({"attn_residual": kind}, {"ff_residual": kind}, {"attn_residual": kind, "ff_residual": kind})
+    return tuple(Knobs(residual_in=layout, **where) for layout in layouts for where in sublayers)
+
+
+CATALOG = [
+    # masks
+    _m("float-mask-not-cast", ("masks",), "to_additive_mask returns a float mask in its own dtype: cast it to the "
+       "dtype asked for.", Knobs(cast_float_mask=False)),
+    _m("causal-diagonal", ("masks",), "your causal mask also blocks the diagonal: a token may attend to itself; "
+       "block only keys after the query (torch.triu(..., diagonal=1)).", Knobs(causal="future_and_diagonal")),
+    _m("causal-direction", ("masks",), "your causal mask blocks the past instead of the future: block the keys "
+       "after each query (above the diagonal).", Knobs(causal="past")),
+    _m("padding-off-by-one", ("masks",), "your padding mask is off by one: position j is padding when "
+       "j >= length, not j > length.", Knobs(padding=">")),
+    _m("padding-inverted", ("masks",), "your padding mask is inverted: True marks padding (positions >= length).",
+       Knobs(padding="<")),
+    _m("max-len-ignored", ("masks",), "padding_mask ignores max_len: when it is given, the mask has max_len "
+       "columns.", Knobs(max_len=False)),
+    _m("lengths-list", ("masks",), "padding_mask fails for a Python list of lengths: convert with "
+       "torch.as_tensor(lengths).", check=_lengths_list),
+    _m("padding-on-queries", ("masks",) + MODULES, "your key padding mask blocks queries (rows of the scores) "
+       "instead of keys (columns): expand it as [:, None, None, :].", Knobs(padding_axis="queries")),
+    _m("merge-drops-attn-mask", ("masks",) + MODULES, "with both masks given, merge_masks keeps only the key "
+       "padding mask: add the two additive masks.", Knobs(merge_keeps_attn_mask=False)),
+    _m("bool-inverted", ("masks",) + ATTENTION, "your output matches boolean masks read the wrong way round: "
+       "True means blocked (as in nn.MultiheadAttention).", Knobs(bool_mask="inverted")),
+    _m("masked-fill-not-assigned", ("masks",) + ATTENTION, "your output matches boolean masks being ignored: "
+       "masked_fill returns a new tensor, so its result must be assigned.", Knobs(bool_mask="ignored")),
+    _m("large-negative-not-inf", ("masks", "sdpa"), "your masks use a large finite negative number instead of "
+       "-inf: the contract asks for -inf, and the number overflows in half precision.",
+       Knobs(blocked_value=-1e9)),
+    # scaled dot-product attention
+    _m("no-scale", ATTENTION, "your output matches attention without the 1/sqrt(d_k) scale: divide q k^T by "
+       "sqrt(d_k) before the softmax.", Knobs(scale="none")),
+    _m("scale-by-dk", ATTENTION, "your output matches scores divided by d_k instead of sqrt(d_k).",
+       Knobs(scale="dk")),
+    _m("scale-by-dv", ATTENTION, "your output matches a scale of sqrt(d_v), the size of v, instead of sqrt(d_k), "
+       "the size of q and k.", Knobs(scale="sqrt_dv")),
+    _m("softmax-dim", ATTENTION, "your weights match a softmax over the queries: it runs over the keys "
+       "(dim=-1), so each query's weights sum to 1.", Knobs(softmax_dim=-2)),
+    _m("mask-after-softmax", ATTENTION, "your weights match masking after the softmax (blocked weights zeroed, "
+       "rows no longer summing to 1): add the mask to the scores before the softmax.",
+       Knobs(mask_mode="zero_after_softmax")),
+    _m("mask-sign", ATTENTION, "your output matches subtracting the additive mask: -inf must be added to the "
+       "scores.", Knobs(mask_mode="subtract")),
+    _m("fixed-transpose-dims", ATTENTION, "your attention only works for 4-D inputs: transpose the last two "
+       "dimensions, k.transpose(-2, -1), whatever the number of leading dimensions.",
+       Knobs(transpose_last_two=False)),
+    # heads
+    _m("split-no-transpose", ("heads",) + MODULES, "your heads match a reshape straight to (B, h, L, d_k): "
+       "reshape to (B, L, h, d_k), then transpose(1, 2).", Knobs(split="no_transpose")),
+    _m("merge-no-transpose", ("heads",) + MODULES, "your merge matches a reshape to (B, L, h*d_k) without "
+       "transposing back first: transpose(1, 2), then reshape.", Knobs(merge="no_transpose")),
+    _m("split-interleaved", ("heads",) + MODULES, "your heads take every h-th feature instead of a contiguous "
+       "block: head i holds features i*d_k:(i+1)*d_k.", Knobs(split="interleaved")),
+    # MultiHeadSelfAttention
+    _m("qkv-order", MODULES, "your output matches q and k swapped: the qkv projection's output is [q | k | v], "
+       "the layout of nn.MultiheadAttention.in_proj_weight.", Knobs(qkv_order="kqv")),
+    _m("qkv-per-head", MODULES, "your output matches a per-head [q | k | v] layout: the qkv output is "
+       "[q | k | v], each d_model wide; split it into q, k, v first, then each into heads.",
+       Knobs(qkv_order="per_head")),
+    _m("missing-wo", MODULES, "your output matches attention without the output projection W^O (self.out).",
+       Knobs(output_projection=False)),
+    _m("hard-coded-heads", MODULES, "your module behaves as if num_heads were fixed: use the num_heads it was "
+       "built with.", *(Knobs(heads_used=h) for h in (1, 2, 4, 8))),
+    _m("ignores-key-padding", MODULES, "key_padding_mask has no effect in your forward: merge it into the mask.",
+       Knobs(uses_key_padding=False)),
+    _m("ignores-attn-mask", MODULES, "attn_mask has no effect in your forward: merge it into the mask.",
+       Knobs(uses_attn_mask=False)),
+    _m("weights-averaged", ("mhsa",), "need_weights returns weights averaged over the heads: return the "
+       "per-head weights, (B, h, L, L).", Knobs(average_weights=True)),
+    # TransformerBlock
+    _m("pre-post-swapped", ("block",), "your block matches norm_first read the other way round: norm_first=False "
+       "is post-LN, x = norm(x + sublayer(x)).", Knobs(swap_norm_first=True)),
+    _m("residual-from-normalized", ("block",), "your pre-LN residual adds the normalized input: the residual is x "
+       "itself, x + sublayer(norm(x)).", *_residual_variants("normalized", ("pre",))),
+    _m("missing-residual", ("block",), "your block matches one without a residual connection around a sublayer.",
+       *_residual_variants("none", ("post", "pre", "post+pre"))),
+    _m("shared-norm", ("block",), "your block matches one that uses norm1 where norm2 belongs.",
+       Knobs(shared_norm="post"), Knobs(shared_norm="pre"), Knobs(shared_norm="post+pre")),
+    _m("eps-ignored", ("block",), "your block matches LayerNorm with its default eps: pass layer_norm_eps to "
+       "nn.LayerNorm.", Knobs(use_eps=False)),
+    _m("tanh-gelu", ("block",), "your GELU matches the tanh approximation: use the exact erf form "
+       "(F.gelu's default).", Knobs(gelu="tanh")),
+    # behaviour a model cannot predict
+    _m("in-place", ATTENTION + ("heads", "masks"), "an argument is modified in place, or an in-place operation "
+       "breaks autograd: use x = x + y, masked_fill, x / s instead of x += y, masked_fill_, x /= s.",
+       check=_in_place),
+    _m("float32-cast", ATTENTION + ("masks",), "a float32 appears where the inputs are float64 or half: a "
+       "hard-coded dtype (.float(), torch.float32, a default dtype) changes the result's dtype.",
+       check=_wrong_dtype),
+    _m("unstable-softmax", ATTENTION, "large scores give inf or NaN: your softmax overflows; use torch.softmax, or "
+       "subtract each row's maximum before exp().", check=_unstable_softmax),
+    _m("squeeze", ("heads",) + MODULES, "calls with a dimension of size 1 (B=1, L=1, h=1 or d_k=1) fail: a "
+       "squeeze() drops it.", check=_squeeze),
+    _m("detached", ATTENTION, "the values are right but the gradients are not: part of the computation is cut "
+       "from autograd (.detach(), .data, torch.no_grad(), a tensor rebuilt from values).", check=_detached),
+    _m("dropout-in-eval", ATTENTION, "dropout is applied in eval mode: apply it only when training.",
+       check=_dropout_in_eval),
+    _m("weights-before-dropout", ("sdpa", "mhsa"), "the weights you return are the ones before dropout, while "
+       "the output uses dropped ones: return the weights multiplied with v.", check=_weights_before_dropout),
+    _m("dropout-never", ATTENTION, "dropout is never applied in training mode.", check=_dropout_never),
+    _m("dropout-no-rescale", ATTENTION, "dropout zeroes values without scaling the kept ones by 1/(1-p): use "
+       "F.dropout, or divide by (1-p).", check=_dropout_no_rescale),
+    _m("dropout-misplaced", ("block",), "dropout is missing between the activation and ff2, where "
+       "nn.TransformerEncoderLayer applies it.", check=_feed_forward_dropout_missing),
+    _m("value-error", MODULES, "invalid arguments are accepted: raise ValueError when num_heads < 1 or does not "
+       "divide d_model, and for an activation other than 'relu' or 'gelu'.", check=_accepts_invalid),
+    _m("bias-ignored", ("mhsa",), "bias=False is ignored: build both projections with bias=bias.",
+       check=_bias_ignored),
+]
+IDS = {m.id for m in CATALOG}
+
+
+def recognise(session, part: str):
+    """The first misconception in the catalog that explains the part's behaviour, or None."""
+    for misconception in CATALOG:
+        if part not in misconception.parts:
+            continue
+        if misconception.check is not None:
+            found = misconception.check(session, part)
+        else:
+            found = any(behaves_like(session, part, knobs) for knobs in misconception.variants)
+        if found:
+            return misconception
+    return None

@@ -1,0 +1,245 @@
+"""A compact implementation of the contract with switches ("knobs") for known mistakes.
+
+Knobs() is a correct solution; Knobs(scale="none") is one that forgets 1/sqrt(d_k), and so on.
+This is written independently of reference/mhsa.py and of the corpus, so that measuring the
+diagnosis on the corpus's mutants is an honest test. It only ever runs in the grader's process,
+on calls the grader built (never on student objects).
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from autograder.calls import Call
+
+
+@dataclass(frozen=True)
+class Knobs:
+    # scaled dot-product attention
+    scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv
+    softmax_dim: int = -1
+    stable_softmax: bool = True
+    mask_mode: str = "add"        # add | subtract | zero_after_softmax
+    transpose_last_two: bool = True  # False: k.transpose(2, 3), 4-D only
+    softmax_float32: bool = False
+    # masks
+    bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
+    blocked_value: float = float("-inf")
+    bool_mask_dtype: bool = True  # False: additive masks from bools are always float32
+    cast_float_mask: bool = True
+    causal: str = "future"        # future | future_and_diagonal | past
+    causal_dtype: bool = True
+    padding: str = ">="           # >= | > | <
+    max_len: bool = True
+    padding_axis: str = "keys"    # keys | queries
+    merge_keeps_attn_mask: bool = True
+    # heads
+    split: str = "heads"          # heads | no_transpose | interleaved
+    merge: str = "heads"          # heads | no_transpose
+    # MultiHeadSelfAttention
+    qkv_order: str = "qkv"        # qkv | kqv | per_head
+    output_projection: bool = True
+    heads_used: int = 0           # 0: num_heads; else a hard-coded count
+    uses_key_padding: bool = True
+    uses_attn_mask: bool = True
+    average_weights: bool = False
+    # TransformerBlock
+    swap_norm_first: bool = False
+    attn_residual: str = "input"  # input | normalized | none: what is added back around self-attention
+    ff_residual: str = "input"    # the same around the feed-forward network
+    residual_in: str = "post+pre"  # the layouts (norm_first False: post, True: pre) with that residual
+    shared_norm: str = ""         # "", "post", "pre", "post+pre": where norm1 stands in for norm2
+    use_eps: bool = True
+    gelu: str = "erf"             # erf | tanh
+
+
+def simulate(call: Call, knobs: Knobs) -> dict:
+    """Carries out `call` the way a solution with `knobs` would: {"output", "input_grads",
+    "param_grads"}, or {"raised": type name} when such a solution raises."""
+    model = _Model(knobs)
+    try:
+        return model.run(call)
+    except Exception as err:  # noqa: BLE001 - a mistake that raises is a prediction too
+        return {"raised": type(err).__name__}
+
+
+class _Model:
+    def __init__(self, knobs: Knobs):
+        self.k = knobs
+
+    # ---------------------------------------------------------------- functions of the contract
+
+    def to_additive_mask(self, mask, dtype):
+        if mask is None:
+            return None
+        if mask.dtype != torch.bool:
+            return mask.to(dtype) if self.k.cast_float_mask else mask
+        blocked = {"blocked": mask, "inverted": ~mask, "ignored": torch.zeros_like(mask)}[self.k.bool_mask]
+        out_dtype = dtype if self.k.bool_mask_dtype else torch.float32
+        return torch.zeros(mask.shape, dtype=out_dtype).masked_fill(blocked, self.k.blocked_value)
+
+    def scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0, training=False):
+        keys = k.transpose(-2, -1) if self.k.transpose_last_two else k.transpose(2, 3)
+        scale = {"sqrt_dk": math.sqrt(q.shape[-1]), "none": 1.0, "dk": float(q.shape[-1]),
+                 "sqrt_dv": math.sqrt(v.shape[-1])}[self.k.scale]
+        scores = q @ keys / scale
+        mask = self.to_additive_mask(attn_mask, scores.dtype)
+        if mask is not None and self.k.mask_mode == "add":
+            scores = scores + mask
+        elif mask is not None and self.k.mask_mode == "subtract":
+            scores = scores - mask
+        weights = self._softmax(scores)
+        if mask is not None and self.k.mask_mode == "zero_after_softmax":
+            weights = weights * (mask == 0)
+        return weights @ v, weights
+
+    def _softmax(self, scores):
+        dim = self.k.softmax_dim
+        if self.k.softmax_float32:
+            return torch.softmax(scores, dim=dim, dtype=torch.float32)
+        if self.k.stable_softmax:
+            return torch.softmax(scores, dim=dim)
+        e = scores.exp()
+        return e / e.sum(dim=dim, keepdim=True)
+
+    def split_heads(self, x, num_heads):
+        B, L, D = x.shape
+        if self.k.split == "no_transpose":
+            return x.reshape(B, num_heads, L, D // num_heads)
+        if self.k.split == "interleaved":
+            return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
+        return x.reshape(B, L, num_heads, D // num_heads).permute(0, 2, 1, 3)
+
+    def merge_heads(self, x):
+        B, h, L, d_k = x.shape
+        if self.k.merge == "no_transpose":
+            return x.reshape(B, L, h * d_k)
+        return x.permute(0, 2, 1, 3).reshape(B, L, h * d_k)
+
+    def causal_mask(self, seq_len, device=None, dtype=torch.float32):
+        i = torch.arange(seq_len)
+        blocked = {"future": i[None, :] > i[:, None], "future_and_diagonal": i[None, :] >= i[:, None],
+                   "past": i[None, :] < i[:, None]}[self.k.causal]
+        out_dtype = dtype if self.k.causal_dtype else torch.float32
+        return torch.zeros(seq_len, seq_len, dtype=out_dtype, device=device).masked_fill(blocked, float("-inf"))
+
+    def padding_mask(self, lengths, max_len=None):
+        lengths = torch.as_tensor(lengths)
+        width = int(lengths.max()) if max_len is None or not self.k.max_len else max_len
+        pos = torch.arange(width)[None, :]
+        n = lengths[:, None]
+        return {">=": pos >= n, ">": pos > n, "<": pos < n}[self.k.padding]
+
+    def merge_masks(self, attn_mask, key_padding_mask, dtype=torch.float32):
+        merged = self.to_additive_mask(attn_mask, dtype)
+        if key_padding_mask is None:
+            return merged
+        keys = self.to_additive_mask(key_padding_mask, dtype)
+        keys = keys[:, None, None, :] if self.k.padding_axis == "keys" else keys[:, None, :, None]
+        if merged is None or not self.k.merge_keeps_attn_mask:
+            return keys
+        return merged + keys
+
+    # ---------------------------------------------------------------- modules, as functions of a state
+
+    def mhsa(self, p, prefix, init, x, attn_mask=None, key_padding_mask=None, need_weights=False):
+        d, h = init["d_model"], init["num_heads"]
+        h_used = self.k.heads_used or h
+        qkv = F.linear(x, p[f"{prefix}qkv.weight"], p.get(f"{prefix}qkv.bias"))
+        if self.k.qkv_order == "per_head":
+            B, L, _ = x.shape
+            q, k, v = qkv.reshape(B, L, h, 3 * (d // h)).transpose(1, 2).chunk(3, dim=-1)
+        else:
+            q, k, v = qkv.chunk(3, dim=-1)
+            if self.k.qkv_order == "kqv":
+                q, k = k, q
+            q, k, v = (self.split_heads(t, h_used) for t in (q, k, v))
+        mask = self.merge_masks(attn_mask if self.k.uses_attn_mask else None,
+                                key_padding_mask if self.k.uses_key_padding else None, dtype=x.dtype)
+        y, weights = self.scaled_dot_product_attention(q, k, v, mask)
+        y = self.merge_heads(y)
+        if self.k.output_projection:
+            y = F.linear(y, p[f"{prefix}out.weight"], p.get(f"{prefix}out.bias"))
+        if not need_weights:
+            return y
+        return y, weights.mean(dim=1) if self.k.average_weights else weights
+
+    def block(self, p, init, x, attn_mask=None, key_padding_mask=None):
+        eps = init.get("layer_norm_eps", 1e-5) if self.k.use_eps else 1e-5
+        activation = init.get("activation", "relu")
+        if activation not in ("relu", "gelu"):
+            raise ValueError(activation)
+        act = F.relu if activation == "relu" else (lambda t: F.gelu(t, approximate="tanh" if self.k.gelu == "tanh" else "none"))
+        norm_first = bool(init.get("norm_first", False)) != self.k.swap_norm_first
+        d = init["d_model"]
+
+        def norm(name, t):
+            if name == "norm2" and ("pre" if norm_first else "post") in self.k.shared_norm:
+                name = "norm1"
+            return F.layer_norm(t, (d,), p[f"{name}.weight"], p[f"{name}.bias"], eps)
+
+        def attend(t):
+            return self.mhsa(p, "attn.", init, t, attn_mask, key_padding_mask)
+
+        def feed_forward(t):
+            return F.linear(act(F.linear(t, p["ff1.weight"], p["ff1.bias"])), p["ff2.weight"], p["ff2.bias"])
+
+        def residual(kind, t, normalized):
+            if ("pre" if norm_first else "post") not in self.k.residual_in:
+                return t
+            return {"input": t, "normalized": normalized, "none": torch.zeros_like(t)}[kind]
+
+        if norm_first:
+            n1 = norm("norm1", x)
+            x = residual(self.k.attn_residual, x, n1) + attend(n1)
+            n2 = norm("norm2", x)
+            return residual(self.k.ff_residual, x, n2) + feed_forward(n2)
+        x = norm("norm1", residual(self.k.attn_residual, x, x) + attend(x))
+        return norm("norm2", residual(self.k.ff_residual, x, x) + feed_forward(x))
+
+    # ---------------------------------------------------------------- carrying out a Call
+
+    def run(self, call: Call) -> dict:
+        args, kwargs = list(call.args), dict(call.kwargs)
+        backward = call.grad_outputs is not None
+        named = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+        leaves = {}
+        for name, a in named.items():
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                leaves[name] = a.detach().clone().requires_grad_(backward)
+        args = [leaves.get(f"arg{i}", a) for i, a in enumerate(args)]
+        kwargs = {n: leaves.get(n, a) for n, a in kwargs.items()}
+        params = {}
+        if call.init is not None:
+            params = self._parameters(call)
+            fn = {"MultiHeadSelfAttention": lambda *a, **kw: self.mhsa(params, "", call.init, *a, **kw),
+                  "TransformerBlock": lambda *a, **kw: self.block(params, call.init, *a, **kw)}[call.target]
+        else:
+            fn = getattr(self, call.target)
+        with torch.enable_grad():
+            out = fn(*args, **kwargs)
+            if backward:
+                outputs = [t for t in (out if isinstance(out, tuple) else (out,)) if t.requires_grad]
+                grads = call.grad_outputs if isinstance(call.grad_outputs, (tuple, list)) else (call.grad_outputs,)
+                torch.autograd.backward(outputs, list(grads)[:len(outputs)])
+        result = {"output": _detach(out), "input_grads": {}, "param_grads": {}}
+        if backward:
+            result["input_grads"] = {n: t.grad for n, t in leaves.items()}
+            result["param_grads"] = {n: t.grad for n, t in params.items()}
+        return result
+
+    def _parameters(self, call: Call) -> dict:
+        init = call.init
+        if init["num_heads"] < 1 or init["d_model"] % init["num_heads"]:
+            raise ValueError("num_heads")
+        return {name: t.detach().clone().to(call.dtype or t.dtype).requires_grad_(True)
+                for name, t in (call.state or {}).items()}
+
+
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (tuple, list)):
+        return tuple(_detach(o) for o in out)
+    return out

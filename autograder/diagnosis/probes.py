@@ -1,0 +1,184 @@
+"""The calls the diagnosis makes on a submission (fixed inputs), and what it observed.
+
+Each part has a few probes chosen so that known mistakes tell themselves apart: Lq != Lk and
+d_v != d_k, bool and additive masks, 3-D and 4-D inputs, size-1 dimensions, a float64 and a half
+precision case, large inputs, a backward pass. Extra probes (dropout, constructors) serve the checks
+in catalog.py. Everything here runs in the grader; the submission only through its Backend.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from autograder.calls import Call
+
+F64 = torch.float64
+
+
+def _randn(seed, *shape, dtype=F64, scale=1.0):
+    return (torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=F64) * scale).to(dtype)
+
+
+def _blocked(seed, *shape):
+    """Random bool mask (True = blocked) that leaves key 0 open in every row."""
+    mask = torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < 0.4
+    mask[..., 0] = False
+    return mask
+
+
+def _additive(mask, dtype=F64):
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill(mask, float("-inf"))
+
+
+def _causal(L):
+    return torch.ones(L, L, dtype=torch.bool).triu(1)
+
+
+def _padding(lengths, L):
+    return torch.arange(L)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+def _linear(seed, n_out, n_in, bias=True):
+    state = {"weight": _randn(seed, n_out, n_in, scale=1 / math.sqrt(n_in))}
+    if bias:
+        state["bias"] = _randn(seed + 1, n_out, scale=0.5)
+    return state
+
+
+def mhsa_state(d, prefix="", seed=10, bias=True) -> dict:
+    return ({f"{prefix}qkv.{k}": v for k, v in _linear(seed, 3 * d, d, bias).items()}
+            | {f"{prefix}out.{k}": v for k, v in _linear(seed + 2, d, d, bias).items()})
+
+
+def block_state(d, d_ff, seed=20) -> dict:
+    state = mhsa_state(d, "attn.", seed)
+    state |= {f"ff1.{k}": v for k, v in _linear(seed + 4, d_ff, d).items()}
+    state |= {f"ff2.{k}": v for k, v in _linear(seed + 6, d, d_ff).items()}
+    for i, name in enumerate(("norm1", "norm2")):
+        state[f"{name}.weight"] = 1 + _randn(seed + 8 + i, d, scale=0.3)
+        state[f"{name}.bias"] = _randn(seed + 10 + i, d, scale=0.3)
+    return state
+
+
+def mhsa_call(x, d=8, h=2, **fields) -> Call:
+    kwargs = fields.pop("kwargs", {})
+    init = {"d_model": d, "num_heads": h} | fields.pop("init", {})
+    return Call("MultiHeadSelfAttention", (x,), kwargs, init=init, state=fields.pop("state", mhsa_state(d)),
+                dtype=x.dtype, **fields)
+
+
+BLOCK_INIT = {"d_model": 8, "num_heads": 2, "d_ff": 16, "layer_norm_eps": 1e-3}
+
+
+def block_call(x, init=None, **fields) -> Call:
+    init = BLOCK_INIT | (init or {})
+    state = fields.pop("state", None) or block_state(init["d_model"], init["d_ff"])
+    return Call("TransformerBlock", (x,), fields.pop("kwargs", {}), init=init, state=state, dtype=x.dtype, **fields)
+
+
+def _sdpa_probes():
+    q, k, v = _randn(1, 2, 3, 4), _randn(2, 2, 5, 4), _randn(3, 2, 5, 2)
+    q4, k4, v4 = _randn(4, 2, 2, 3, 4), _randn(5, 2, 2, 5, 4), _randn(6, 2, 2, 5, 3)
+    half = tuple(t.to(torch.float16) for t in (q, k, v))
+    sdpa = "scaled_dot_product_attention"
+    return {
+        "sdpa plain": Call(sdpa, (q, k, v)),
+        "sdpa bool mask": Call(sdpa, (q, k, v), {"attn_mask": _blocked(7, 3, 5)}),
+        "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": _additive(_blocked(8, 2, 3, 5))}),
+        "sdpa 4-D": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)}),
+        "sdpa float32": Call(sdpa, tuple(t.float() for t in (q, k, v)), {"attn_mask": _blocked(7, 3, 5)}),
+        "sdpa half": Call(sdpa, half, {"attn_mask": _blocked(7, 3, 5)}),
+        "sdpa large": Call(sdpa, (q * 40, k * 40, v)),
+        "sdpa grad": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)},
+                          grad_outputs=(_randn(10, 2, 2, 3, 3), _randn(11, 2, 2, 3, 5))),
+    }
+
+
+def _heads_probes():
+    return {
+        "split": Call("split_heads", (_randn(1, 2, 3, 6), 2)),
+        "split three heads": Call("split_heads", (_randn(2, 2, 4, 6), 3)),
+        "split size one": Call("split_heads", (_randn(3, 1, 1, 4), 4)),
+        "merge": Call("merge_heads", (_randn(4, 2, 2, 3, 3),)),
+        "merge size one": Call("merge_heads", (_randn(5, 1, 1, 1, 2),)),
+    }
+
+
+def _masks_probes():
+    float32_mask = _additive(_blocked(3, 3, 4), torch.float32)
+    return {
+        "to_additive bool": Call("to_additive_mask", (_blocked(1, 3, 4), F64)),
+        "to_additive float": Call("to_additive_mask", (float32_mask, F64)),
+        "causal": Call("causal_mask", (4,), {"dtype": F64}),
+        "causal default": Call("causal_mask", (3,)),
+        "padding list": Call("padding_mask", ([2, 4, 1],)),
+        "padding tensor": Call("padding_mask", (torch.tensor([2, 4, 1]), 6)),
+        "merge both": Call("merge_masks", (_blocked(4, 4, 4), _padding([2, 4], 4), F64)),
+        "merge padding": Call("merge_masks", (None, _additive(_padding([3, 1], 4), torch.float32), F64)),
+        "merge per batch": Call("merge_masks", (_additive(_blocked(5, 2, 1, 4, 4), torch.float32), None, F64)),
+    }
+
+
+def _mhsa_probes():
+    x = _randn(1, 2, 4, 8)
+    causal_padding = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4), "need_weights": True}
+    return {
+        "mhsa plain": mhsa_call(x, kwargs={"need_weights": True}),
+        "mhsa attn mask": mhsa_call(x, kwargs={"attn_mask": _blocked(2, 4, 4), "need_weights": True}),
+        "mhsa key padding": mhsa_call(x, kwargs={"key_padding_mask": _padding([2, 4], 4), "need_weights": True}),
+        "mhsa causal + padding": mhsa_call(x, kwargs=causal_padding),
+        "mhsa four heads": mhsa_call(x, h=4, kwargs={"need_weights": True}),
+        "mhsa batch of one": mhsa_call(x[:1], kwargs={"need_weights": True}),
+        "mhsa large": mhsa_call(x * 40),
+        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": _causal(4)}, grad_outputs=(_randn(3, 2, 4, 8),)),
+    }
+
+
+def _block_probes():
+    x = _randn(1, 2, 4, 8)
+    masks = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4)}
+    return {
+        "block post-LN": block_call(x),
+        "block pre-LN gelu": block_call(x, {"norm_first": True, "activation": "gelu"}),
+        "block masks": block_call(x, kwargs=masks),
+        "block pre-LN masks": block_call(x, {"norm_first": True}, kwargs=masks),
+        "block four heads": block_call(x, {"num_heads": 4}),
+        "block batch of one": block_call(x[:1]),
+        "block large": block_call(x * 40),
+        "block grad": block_call(x, {"norm_first": True}, kwargs=masks, grad_outputs=(_randn(3, 2, 4, 8),)),
+    }
+
+
+PROBES = {"sdpa": _sdpa_probes(), "heads": _heads_probes(), "masks": _masks_probes(), "mhsa": _mhsa_probes(),
+          "block": _block_probes()}
+
+
+@dataclass
+class Observed:
+    output: object = None
+    input_grads: dict = field(default_factory=dict)
+    param_grads: dict = field(default_factory=dict)
+    mutated: list = field(default_factory=list)
+    attributes: dict = field(default_factory=dict)
+    raised: str = ""      # exception type name when the call raised
+    message: str = ""
+
+
+class Session:
+    """The submission behind a Backend, called at most once per distinct probe."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._seen = {}
+
+    def observe(self, key: str, call: Call) -> Observed:
+        if key not in self._seen:
+            self._seen[key] = self._run(call)
+        return self._seen[key]
+
+    def _run(self, call: Call) -> Observed:
+        try:
+            outcome = self.backend.run(call)
+        except Exception as err:  # noqa: BLE001 - whatever the submission raised is an observation
+            return Observed(raised=type(err).__name__, message=str(err)[:500])
+        return Observed(outcome.output, outcome.input_grads, outcome.param_grads, outcome.mutated, outcome.attributes)

@@ -1,0 +1,90 @@
+"""The Gradescope bundle, run the way Gradescope runs it, in a temporary /autograder."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder import gradescope
+from autograder import rubric as rubric_file
+
+REPO = rubric_file.REPO
+TEST_FIELDS = {"name": str, "score": (int, float), "max_score": (int, float), "output": str, "visibility": str,
+               "tags": list}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return gradescope.build_bundle(tmp_path_factory.mktemp("bundle") / "autograder.zip")
+
+
+def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
+    with zipfile.ZipFile(bundle) as z:
+        names = set(z.namelist())
+        modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
+        requirements = z.read("requirements.txt").decode()
+    for needed in ("setup.sh", "run_autograder", "rubric.toml", "reference/mhsa.py", "autograder/grading.py",
+                   "autograder/sandbox/worker_main.py", "autograder/sandbox/reaper.py", "tests_public/oracles.py"):
+        assert needed in names
+    assert any(n.startswith("tests_hidden/test_") for n in names)
+    assert modes["run_autograder"] & stat.S_IXUSR and modes["setup.sh"] & stat.S_IXUSR
+    assert not any("__pycache__" in n for n in names)
+    assert {line.split("==")[0] for line in requirements.split()} == set(gradescope.PACKAGES)
+    assert all("==" in line for line in requirements.split()), "versions are pinned"
+
+
+def run_autograder(bundle, tmp_path, submission_files: dict) -> dict:
+    """Lay out ROOT/source (the unzipped bundle), ROOT/submission and ROOT/results, run
+    ROOT/source/run_autograder as Gradescope would, and return results.json."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(root / "source")
+    os.chmod(root / "source" / "run_autograder", 0o755)  # zipfile does not restore modes
+    for name, source in submission_files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / "submission" / name)
+    (root / "results").mkdir()
+    env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    done = subprocess.run([str(root / "source" / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def check_gradescope_format(data):
+    assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
+    assert isinstance(data["output"], str) and data["tests"]
+    parts = set(rubric_file.PARTS)
+    for test in data["tests"]:
+        for name, kind in TEST_FIELDS.items():
+            assert isinstance(test[name], kind), (name, test)
+        assert test.get("status", "passed") in ("passed", "failed"), "Gradescope knows no other status"
+        assert test["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+        assert test["tags"][0] in parts
+
+
+def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
+    """Uploaded inside a folder, as a zip of the repository would put it."""
+    data = run_autograder(bundle, tmp_path, {"my-work/assignment/mhsa.py": REPO / "reference" / "mhsa.py"})
+    check_gradescope_format(data)
+    graded = {name: p for name, p in data["extra_data"]["parts"].items() if p["graded"]}
+    assert {"sdpa", "heads", "masks", "mhsa", "block"} <= set(graded)
+    assert all(p["score"] == p["max_score"] for p in graded.values()), graded
+    assert data["score"] == data["extra_data"]["max_score"] > 0
+    assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden"}
+
+
+def test_the_stubs_get_nothing(bundle, tmp_path):
+    data = run_autograder(bundle, tmp_path, {"mhsa.py": REPO / "assignment" / "mhsa.py"})
+    check_gradescope_format(data)
+    assert data["score"] == 0
+    assert all(t["status"] == "failed" for t in data["tests"] if "status" in t)
+
+
+def test_an_upload_without_mhsa_py_gets_a_results_file_that_says_so(bundle, tmp_path):
+    data = run_autograder(bundle, tmp_path, {"README.txt": REPO / "rubric.toml"})
+    assert data["score"] == 0 and "could not be graded" in data["output"] and "mhsa.py" in data["output"]
