@@ -24,6 +24,7 @@ from pathlib import Path
 from autograder import results
 from autograder import rubric as rubric_file
 from autograder.isolation import resolve
+from autograder.worker import signal_name
 
 GRADE_COMMAND = (sys.executable, "-m", "autograder", "grade")
 FAILURES = ("timeout", "crashed", "error")  # statuses of results files the batch wrote itself
@@ -52,7 +53,7 @@ def discover(folder: Path) -> list[Submission]:
     entries = [p for p in sorted(folder.iterdir())
                if not p.name.startswith((".", "_")) and (p.is_dir() or p.suffix in (".py", ".ipynb"))]
     stems = [p.stem if p.is_file() else p.name for p in entries]
-    return [Submission(stem if stems.count(stem) == 1 else p.name, p.resolve()) for p, stem in zip(entries, stems)]
+    return [Submission(stem if stems.count(stem) == 1 else p.name, p.absolute()) for p, stem in zip(entries, stems)]
 
 
 def load_results(path: Path) -> dict | None:
@@ -162,7 +163,7 @@ def settle(job: Running, out: Path, rubric, isolation: str) -> str:
         message = f"This submission could not be graded: {reason}"
     else:
         status = "crashed"
-        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        how = f"signal {signal_name(-code)}" if code < 0 else f"exit status {code}"
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
                    f"instructor regrades it.\n\nLast output:\n{tail}")
     results.write_json_atomic(target, failure_results(job.submission, status, message, elapsed, rubric, isolation))

@@ -110,7 +110,7 @@ class WorkerProcess:
         if self.sandboxed and 128 < code < 128 + signal.NSIG:  # bubblewrap reports a signal as 128 + its number
             code = 128 - code
         if code < 0:
-            name = signal.Signals(-code).name
+            name = signal_name(-code)
             reasons = {"SIGSEGV": " (a segmentation fault)", "SIGKILL": " (killed: often the memory limit)",
                        "SIGXCPU": " (the CPU time limit)", "SIGABRT": " (aborted)"}
             return f"was killed by {name}{reasons.get(name, '')}"
@@ -136,6 +136,10 @@ class WorkerProcess:
         kill_leftovers(self.token, self.proc.pid)
         self.output.text(wait=2)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def signal_name(number: int) -> str:
+    return signal.Signals(number).name if number in set(signal.Signals) else f"signal {number}"
 
 
 def kill_leftovers(token: str, session_id: int) -> list[int]:

@@ -26,6 +26,7 @@ from autograder import grading, isolation  # noqa: E402
 from autograder import rubric as rubric_file  # noqa: E402
 
 REFERENCE = REPO / "reference" / "mhsa.py"
+BUGGY = REPO / "examples" / "submissions" / "buggy_no_scale.py"
 TARGETS = {"one": 30.0, "batch": 600.0}
 
 
@@ -37,9 +38,12 @@ def cli(*args, **kwargs) -> float:
 
 
 def one_submission(scratch: Path) -> None:
-    seconds = cli("grade", str(REFERENCE), "--suite", "all", "--results", str(scratch / "one" / "results.json"))
-    print(f"one submission, every suite (`grade reference/mhsa.py --suite all`): {seconds:.1f} s wall "
-          f"(target <= {TARGETS['one']:g} s)")
+    """What a TA waits for: the command line, every suite; a correct and a buggy submission (failures
+    cost more: hypothesis shrinks them and the diagnosis runs)."""
+    for name, path in (("reference", REFERENCE), ("buggy_no_scale", BUGGY)):
+        seconds = cli("grade", str(path), "--suite", "all", "--results", str(scratch / name / "results.json"))
+        print(f"one submission, every suite (`grade {path.relative_to(REPO)} --suite all`): {seconds:.1f} s wall "
+              f"(target <= {TARGETS['one']:g} s)")
 
 
 def overhead() -> None:

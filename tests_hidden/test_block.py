@@ -9,7 +9,7 @@ from autograder.compare import expect
 from tests_hidden.support import (BlockCase, block_call, block_cases, block_state, check_causality,
                                   check_key_padding_invariance, check_permutation_equivariance, examples,
                                   expect_close, expect_fraction, expect_grads, expect_raises, expect_shape,
-                                  expect_untouched, generator, randn, sequence_inputs, torch_block)
+                                  expect_untouched, generator, randn, sequence_inputs, torch_block, with_cases)
 
 pytestmark = pytest.mark.part("block")
 EDGES = (BlockCase(B=1, L=1, d_model=2, h=2, d_ff=1), BlockCase(B=2, L=3, d_model=6, h=3, d_ff=4, eps=1e-3),
@@ -20,15 +20,9 @@ EDGES = (BlockCase(B=1, L=1, d_model=2, h=2, d_ff=1), BlockCase(B=2, L=3, d_mode
 DROPOUT_CASE = BlockCase(B=2, L=8, d_model=16, h=2, d_ff=32, norm_first=True)
 
 
-def _with_edges(test):
-    for case in EDGES:
-        test = example(case=case)(test)
-    return test
-
-
 @examples(15)
 @given(case=block_cases())
-@_with_edges
+@with_cases(*EDGES)
 def test_matches_torch(impl, case):
     """float64 against nn.TransformerEncoderLayer(batch_first=True): a LayerNorm eps off by a little,
     or the tanh GELU, shows here."""

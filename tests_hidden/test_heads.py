@@ -1,11 +1,11 @@
 """split_heads and merge_heads, against their definition: head i holds features i*d_k:(i+1)*d_k."""
 import pytest
 import torch
-from hypothesis import example, given
+from hypothesis import given
 
 from autograder.calls import Call
 from tests_hidden.support import (DTYPES, HeadsCase, examples, expect_close, expect_untouched, generator, heads_cases,
-                                  layout, randn)
+                                  layout, randn, with_cases)
 
 pytestmark = pytest.mark.part("heads")
 LAYOUT_HINT = "head i holds features i*d_k:(i+1)*d_k: reshape to (B, L, h, d_k), then transpose(1, 2)."
@@ -22,15 +22,9 @@ def _inputs(case, shape):
     return layout(randn(generator(case), shape, DTYPES[case.dtype]), case.contiguous)
 
 
-def _with_edges(test):
-    for case in EDGES:
-        test = example(case=case)(test)
-    return test
-
-
 @examples(15)
 @given(case=heads_cases())
-@_with_edges
+@with_cases(*EDGES)
 def test_split_heads(impl, case):
     x = _inputs(case, (case.B, case.L, case.h * case.d_k))
     call = Call("split_heads", (x, case.h))
@@ -41,7 +35,7 @@ def test_split_heads(impl, case):
 
 @examples(15)
 @given(case=heads_cases())
-@_with_edges
+@with_cases(*EDGES)
 def test_merge_heads(impl, case):
     y = _inputs(case, (case.B, case.h, case.L, case.d_k))
     call = Call("merge_heads", (y,))

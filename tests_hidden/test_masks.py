@@ -95,9 +95,9 @@ class MergeCase:
 @st.composite
 def merge_cases(draw):
     attn = draw(st.sampled_from(("bool", "additive", "none")))
+    shape = draw(st.sampled_from(("shared", "per_batch", "per_head"))) if attn != "none" else "shared"
     return MergeCase(B=draw(st.integers(1, 3)), h=draw(st.integers(1, 3)), Lq=draw(st.integers(1, 4)),
-                     Lk=draw(st.integers(1, 4)), attn=attn,
-                     attn_shape=draw(st.sampled_from(("shared", "per_batch", "per_head"))) if attn != "none" else "shared",
+                     Lk=draw(st.integers(1, 4)), attn=attn, attn_shape=shape,
                      padding=draw(st.sampled_from(("bool", "additive", "none"))),
                      dtype=draw(st.sampled_from(("default", "float64", "float32"))))
 

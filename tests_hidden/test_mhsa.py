@@ -10,7 +10,7 @@ from tests_hidden.support import (ATTN_MASKS, MhsaCase, blocked_of, check_causal
                                   check_permutation_equivariance, examples, expect_close, expect_fraction,
                                   expect_grads, expect_raises, expect_shape, expect_untouched, expect_zero_where,
                                   generator, mhsa_call, mhsa_cases, mhsa_state, randn, sequence_inputs, torch_mha,
-                                  unpack)
+                                  unpack, with_cases)
 
 pytestmark = pytest.mark.part("mhsa")
 EDGES = (MhsaCase(B=1, L=1, d_model=1, h=1), MhsaCase(B=1, L=4, d_model=4, h=4, attn_mask="causal"),
@@ -19,15 +19,9 @@ EDGES = (MhsaCase(B=1, L=1, d_model=1, h=1), MhsaCase(B=1, L=4, d_model=4, h=4, 
 DROPOUT_CASE = MhsaCase(B=2, L=8, d_model=8, h=2)
 
 
-def _with_edges(test):
-    for case in EDGES:
-        test = example(case=case)(test)
-    return test
-
-
 @examples(15)
 @given(case=mhsa_cases())
-@_with_edges
+@with_cases(*EDGES)
 def test_matches_torch(impl, case):
     """float64 against nn.MultiheadAttention: tight enough that a slightly wrong scale shows."""
     x, masks = sequence_inputs(case)

@@ -1,7 +1,8 @@
 """The corpus of known solutions (corpus/): buggy mutants of the reference, and valid variants.
 
-Mutants are not stored as files: corpus/mutants.toml lists one-place patches of reference/mhsa.py,
-applied here, so a change to the reference carries over and a patch that stops applying fails loudly.
+Mutants are not stored as files: corpus/mutants.toml lists one-place patches of reference/mhsa.py
+(or of a valid variant, for mistakes made in another style), applied here, so a change to the base
+file carries over and a patch that stops applying fails loudly.
 """
 import tomllib
 from dataclasses import dataclass
@@ -25,18 +26,21 @@ class Mutant:
     parts: tuple   # every rubric part that must lose points, and no other
     find: str
     replace: str
+    base: str = "reference/mhsa.py"  # the file patched, relative to the repository
 
-    def source(self, reference: str) -> str:
-        count = reference.count(self.find)
+    def source(self) -> str:
+        text = (REPO / self.base).read_text()
+        count = text.count(self.find)
         if count != 1:
-            raise CorpusError(f"mutant {self.id}: its `find` text occurs {count} times in reference/mhsa.py "
+            raise CorpusError(f"mutant {self.id}: its `find` text occurs {count} times in {self.base} "
                               "instead of once; update corpus/mutants.toml")
-        return reference.replace(self.find, self.replace)
+        return text.replace(self.find, self.replace)
 
 
 def load_mutants(path: Path = MANIFEST) -> list:
     entries = tomllib.loads(Path(path).read_text())["mutants"]
-    mutants = [Mutant(e["id"], e["misconception"], tuple(e["parts"]), e["find"], e["replace"]) for e in entries]
+    mutants = [Mutant(e["id"], e["misconception"], tuple(e["parts"]), e["find"], e["replace"],
+                      e.get("base", Mutant.base)) for e in entries]
     ids = [m.id for m in mutants]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -49,13 +53,12 @@ def load_mutants(path: Path = MANIFEST) -> list:
 
 def write_mutants(directory: Path, mutants=None) -> dict:
     """Writes <directory>/<id>.py for every mutant; returns id -> path."""
-    reference = REFERENCE.read_text()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
     for mutant in mutants if mutants is not None else load_mutants():
         paths[mutant.id] = directory / f"{mutant.id}.py"
-        paths[mutant.id].write_text(mutant.source(reference))
+        paths[mutant.id].write_text(mutant.source())
     return paths
 
 
@@ -115,7 +118,8 @@ def _run_suites(path: Path, stop_after: set) -> dict:
 
     plugin = _PartFailures(stop_after)
     args = [str(REPO / "tests_public"), str(REPO / "tests_hidden"), "--impl", str(path), "--isolation", "inprocess",
-            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml")]
+            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(REPO),
+            "-c", str(REPO / "pyproject.toml")]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])

@@ -4,8 +4,9 @@
 
 For every mutant whose misconception the catalog knows ("covered"), the diagnosis runs on the parts
 the mutant declares; it is right when it names the mutant's misconception for its first declared
-part (where the bug lives). The valid solutions must get no diagnosis at all. Corpus code is
-trusted, so it runs in-process.
+part (where the bug lives). Mutants of the valid variants (other coding styles, written after the
+catalog) are counted apart too: they show how it does on code it was not shaped around. The valid
+solutions must get no diagnosis at all. Corpus code is trusted, so it runs in-process.
 """
 import sys
 import tempfile
@@ -14,13 +15,14 @@ from dataclasses import dataclass, field
 from autograder.backends import InProcessBackend
 from autograder.diagnosis import identify
 from autograder.diagnosis.catalog import IDS
-from autograder.diagnosis.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
+from autograder.diagnosis.corpus import REFERENCE, Mutant, load_mutants, valid_variants, write_mutants
 from autograder.rubric import PARTS
 
 
 @dataclass
 class Report:
     right: list = field(default_factory=list)       # mutant ids named correctly
+    other_styles: list = field(default_factory=list)  # covered mutants not based on the reference
     wrong: dict = field(default_factory=dict)       # mutant id -> what was named instead (or "nothing")
     uncovered: list = field(default_factory=list)   # mutants whose misconception the catalog lacks
     downstream: tuple = (0, 0)                      # (right, total) over the other declared parts
@@ -43,6 +45,8 @@ def evaluate() -> Report:
             if mutant.misconception not in IDS:
                 report.uncovered.append(mutant.id)
                 continue
+            if mutant.base != Mutant.base:
+                report.other_styles.append(mutant.id)
             found = identify(InProcessBackend(paths[mutant.id]), list(mutant.parts))
             named = {part: m.id for part, m in found.items()}
             if named.get(mutant.parts[0]) == mutant.misconception:
@@ -70,6 +74,8 @@ def main() -> int:
     print(f"mutants covered by the catalog: {covered} of {covered + len(report.uncovered)}")
     print(f"right misconception named (first declared part): {len(report.right)} of {covered} "
           f"= {report.accuracy:.0%}")
+    styled = [m for m in report.other_styles if m in report.right]
+    print(f"  of which mutants of the valid variants (other styles): {len(styled)} of {len(report.other_styles)}")
     print(f"right misconception named in the other declared parts: {report.downstream[0]} of {report.downstream[1]}")
     for mutant, named in sorted(report.wrong.items()):
         print(f"  wrong: {mutant} -> {named}")

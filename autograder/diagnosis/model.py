@@ -19,17 +19,13 @@ class Knobs:
     # scaled dot-product attention
     scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv
     softmax_dim: int = -1
-    stable_softmax: bool = True
     mask_mode: str = "add"        # add | subtract | zero_after_softmax
     transpose_last_two: bool = True  # False: k.transpose(2, 3), 4-D only
-    softmax_float32: bool = False
     # masks
     bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
     blocked_value: float = float("-inf")
-    bool_mask_dtype: bool = True  # False: additive masks from bools are always float32
     cast_float_mask: bool = True
     causal: str = "future"        # future | future_and_diagonal | past
-    causal_dtype: bool = True
     padding: str = ">="           # >= | > | <
     max_len: bool = True
     padding_axis: str = "keys"    # keys | queries
@@ -76,8 +72,7 @@ class _Model:
         if mask.dtype != torch.bool:
             return mask.to(dtype) if self.k.cast_float_mask else mask
         blocked = {"blocked": mask, "inverted": ~mask, "ignored": torch.zeros_like(mask)}[self.k.bool_mask]
-        out_dtype = dtype if self.k.bool_mask_dtype else torch.float32
-        return torch.zeros(mask.shape, dtype=out_dtype).masked_fill(blocked, self.k.blocked_value)
+        return torch.zeros(mask.shape, dtype=dtype).masked_fill(blocked, self.k.blocked_value)
 
     def scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0, training=False):
         keys = k.transpose(-2, -1) if self.k.transpose_last_two else k.transpose(2, 3)
@@ -89,19 +84,10 @@ class _Model:
             scores = scores + mask
         elif mask is not None and self.k.mask_mode == "subtract":
             scores = scores - mask
-        weights = self._softmax(scores)
+        weights = torch.softmax(scores, dim=self.k.softmax_dim)
         if mask is not None and self.k.mask_mode == "zero_after_softmax":
             weights = weights * (mask == 0)
         return weights @ v, weights
-
-    def _softmax(self, scores):
-        dim = self.k.softmax_dim
-        if self.k.softmax_float32:
-            return torch.softmax(scores, dim=dim, dtype=torch.float32)
-        if self.k.stable_softmax:
-            return torch.softmax(scores, dim=dim)
-        e = scores.exp()
-        return e / e.sum(dim=dim, keepdim=True)
 
     def split_heads(self, x, num_heads):
         B, L, D = x.shape
@@ -121,8 +107,7 @@ class _Model:
         i = torch.arange(seq_len)
         blocked = {"future": i[None, :] > i[:, None], "future_and_diagonal": i[None, :] >= i[:, None],
                    "past": i[None, :] < i[:, None]}[self.k.causal]
-        out_dtype = dtype if self.k.causal_dtype else torch.float32
-        return torch.zeros(seq_len, seq_len, dtype=out_dtype, device=device).masked_fill(blocked, float("-inf"))
+        return torch.zeros(seq_len, seq_len, dtype=dtype, device=device).masked_fill(blocked, float("-inf"))
 
     def padding_mask(self, lengths, max_len=None):
         lengths = torch.as_tensor(lengths)
@@ -170,7 +155,8 @@ class _Model:
         activation = init.get("activation", "relu")
         if activation not in ("relu", "gelu"):
             raise ValueError(activation)
-        act = F.relu if activation == "relu" else (lambda t: F.gelu(t, approximate="tanh" if self.k.gelu == "tanh" else "none"))
+        approximate = "tanh" if self.k.gelu == "tanh" else "none"
+        act = F.relu if activation == "relu" else (lambda t: F.gelu(t, approximate=approximate))
         norm_first = bool(init.get("norm_first", False)) != self.k.swap_norm_first
         d = init["d_model"]
 

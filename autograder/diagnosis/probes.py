@@ -15,7 +15,7 @@ from autograder.calls import Call
 F64 = torch.float64
 
 
-def _randn(seed, *shape, dtype=F64, scale=1.0):
+def randn(seed, *shape, dtype=F64, scale=1.0):
     return (torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=F64) * scale).to(dtype)
 
 
@@ -39,9 +39,9 @@ def _padding(lengths, L):
 
 
 def _linear(seed, n_out, n_in, bias=True):
-    state = {"weight": _randn(seed, n_out, n_in, scale=1 / math.sqrt(n_in))}
+    state = {"weight": randn(seed, n_out, n_in, scale=1 / math.sqrt(n_in))}
     if bias:
-        state["bias"] = _randn(seed + 1, n_out, scale=0.5)
+        state["bias"] = randn(seed + 1, n_out, scale=0.5)
     return state
 
 
@@ -55,8 +55,8 @@ def block_state(d, d_ff, seed=20) -> dict:
     state |= {f"ff1.{k}": v for k, v in _linear(seed + 4, d_ff, d).items()}
     state |= {f"ff2.{k}": v for k, v in _linear(seed + 6, d, d_ff).items()}
     for i, name in enumerate(("norm1", "norm2")):
-        state[f"{name}.weight"] = 1 + _randn(seed + 8 + i, d, scale=0.3)
-        state[f"{name}.bias"] = _randn(seed + 10 + i, d, scale=0.3)
+        state[f"{name}.weight"] = 1 + randn(seed + 8 + i, d, scale=0.3)
+        state[f"{name}.bias"] = randn(seed + 10 + i, d, scale=0.3)
     return state
 
 
@@ -77,8 +77,8 @@ def block_call(x, init=None, **fields) -> Call:
 
 
 def _sdpa_probes():
-    q, k, v = _randn(1, 2, 3, 4), _randn(2, 2, 5, 4), _randn(3, 2, 5, 2)
-    q4, k4, v4 = _randn(4, 2, 2, 3, 4), _randn(5, 2, 2, 5, 4), _randn(6, 2, 2, 5, 3)
+    q, k, v = randn(1, 2, 3, 4), randn(2, 2, 5, 4), randn(3, 2, 5, 2)
+    q4, k4, v4 = randn(4, 2, 2, 3, 4), randn(5, 2, 2, 5, 4), randn(6, 2, 2, 5, 3)
     half = tuple(t.to(torch.float16) for t in (q, k, v))
     sdpa = "scaled_dot_product_attention"
     return {
@@ -90,17 +90,17 @@ def _sdpa_probes():
         "sdpa half": Call(sdpa, half, {"attn_mask": _blocked(7, 3, 5)}),
         "sdpa large": Call(sdpa, (q * 40, k * 40, v)),
         "sdpa grad": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)},
-                          grad_outputs=(_randn(10, 2, 2, 3, 3), _randn(11, 2, 2, 3, 5))),
+                          grad_outputs=(randn(10, 2, 2, 3, 3), randn(11, 2, 2, 3, 5))),
     }
 
 
 def _heads_probes():
     return {
-        "split": Call("split_heads", (_randn(1, 2, 3, 6), 2)),
-        "split three heads": Call("split_heads", (_randn(2, 2, 4, 6), 3)),
-        "split size one": Call("split_heads", (_randn(3, 1, 1, 4), 4)),
-        "merge": Call("merge_heads", (_randn(4, 2, 2, 3, 3),)),
-        "merge size one": Call("merge_heads", (_randn(5, 1, 1, 1, 2),)),
+        "split": Call("split_heads", (randn(1, 2, 3, 6), 2)),
+        "split three heads": Call("split_heads", (randn(2, 2, 4, 6), 3)),
+        "split size one": Call("split_heads", (randn(3, 1, 1, 4), 4)),
+        "merge": Call("merge_heads", (randn(4, 2, 2, 3, 3),)),
+        "merge size one": Call("merge_heads", (randn(5, 1, 1, 1, 2),)),
     }
 
 
@@ -120,7 +120,7 @@ def _masks_probes():
 
 
 def _mhsa_probes():
-    x = _randn(1, 2, 4, 8)
+    x = randn(1, 2, 4, 8)
     causal_padding = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4), "need_weights": True}
     return {
         "mhsa plain": mhsa_call(x, kwargs={"need_weights": True}),
@@ -130,22 +130,22 @@ def _mhsa_probes():
         "mhsa four heads": mhsa_call(x, h=4, kwargs={"need_weights": True}),
         "mhsa batch of one": mhsa_call(x[:1], kwargs={"need_weights": True}),
         "mhsa large": mhsa_call(x * 40),
-        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": _causal(4)}, grad_outputs=(_randn(3, 2, 4, 8),)),
+        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": _causal(4)}, grad_outputs=(randn(3, 2, 4, 8),)),
     }
 
 
 def _block_probes():
-    x = _randn(1, 2, 4, 8)
+    x = randn(1, 2, 4, 8)
     masks = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4)}
     return {
         "block post-LN": block_call(x),
         "block pre-LN gelu": block_call(x, {"norm_first": True, "activation": "gelu"}),
         "block masks": block_call(x, kwargs=masks),
         "block pre-LN masks": block_call(x, {"norm_first": True}, kwargs=masks),
-        "block four heads": block_call(x, {"num_heads": 4}),
+        "block four heads causal": block_call(x, {"num_heads": 4}, kwargs={"attn_mask": _causal(4)}),
         "block batch of one": block_call(x[:1]),
         "block large": block_call(x * 40),
-        "block grad": block_call(x, {"norm_first": True}, kwargs=masks, grad_outputs=(_randn(3, 2, 4, 8),)),
+        "block grad": block_call(x, {"norm_first": True}, kwargs=masks, grad_outputs=(randn(3, 2, 4, 8),)),
     }
 
 

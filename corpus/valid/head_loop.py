@@ -1,6 +1,4 @@
 """A valid solution that attends one head at a time in a Python loop, then stacks the heads."""
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
