@@ -96,6 +96,7 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
             while todo and len(running) < max(1, args.jobs):
                 running.append(start(todo.pop(0), out, logs, [*command], child_args))
             time.sleep(POLL_S)
+            progress.draw(len(running))
             for job in [j for j in running if finished(j, rubric.submission_timeout)]:
                 running.remove(job)
                 status = settle(job, out, rubric, isolation)
@@ -219,7 +220,6 @@ class Progress:
         self.tty = self.stream.isatty()
         if initial:
             self.stream.write(f"{initial} of {total} submissions already graded: skipped (--force regrades)\n")
-        self._draw()
 
     def advance(self, name: str, status: str, data: dict | None) -> None:
         self.done += 1
@@ -227,9 +227,9 @@ class Progress:
         if not self.tty:
             score = f"{data['score']:g} / {data['extra_data'].get('max_score', '?')}" if data else "-"
             self.stream.write(f"[{self.done}/{self.total}] {name}: {score} ({status})\n")
-        self._draw()
 
-    def _draw(self) -> None:
+    def draw(self, running: int) -> None:
+        """Redraws the bar (on a terminal), so that the clock moves between finished submissions."""
         if not self.tty:
             return
         filled = self.WIDTH * self.done // max(1, self.total)
@@ -237,12 +237,13 @@ class Progress:
         graded_now = self.done - self.initial
         left = (self.total - self.done) * elapsed / graded_now if graded_now else None
         eta = f", ~{_clock(left)} left" if left is not None else ""
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total}, "
-                          f"{self.failed} without a grade, {_clock(elapsed)} elapsed{eta}   ")
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} done, "
+                          f"{running} running, {self.failed} without a grade, {_clock(elapsed)} elapsed{eta}   ")
         self.stream.flush()
 
     def close(self) -> None:
         if self.tty:
+            self.draw(running=0)
             self.stream.write("\n")
         self.stream.flush()
 

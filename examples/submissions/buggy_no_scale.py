@@ -61,11 +61,9 @@ class MultiHeadSelfAttention(nn.Module):
         super().__init__()
         if num_heads <= 0 or d_model % num_heads:
             raise ValueError("d_model must be a multiple of num_heads")
-        self.num_heads = num_heads
-        self.d_k = d_model // num_heads
-        self.dropout = dropout
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.num_heads, self.d_k, self.dropout = num_heads, d_model // num_heads, dropout
 
     def forward(self, x, attn_mask=None, key_padding_mask=None, need_weights=False):
         projected = self.qkv(x)
@@ -84,21 +82,14 @@ class TransformerBlock(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False,
                  layer_norm_eps=1e-5):
         super().__init__()
-        if activation == "relu":
-            self.activation = F.relu
-        elif activation == "gelu":
-            self.activation = F.gelu
-        else:
+        if activation not in ("relu", "gelu"):
             raise ValueError(f"unknown activation {activation}")
-        self.norm_first = norm_first
+        self.activation = getattr(F, activation)
+        self.norm1, self.norm2 = (nn.LayerNorm(d_model, eps=layer_norm_eps) for _ in range(2))
+        self.ff1, self.ff2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.attn = MultiHeadSelfAttention(d_model, num_heads, dropout)
-        self.ff1 = nn.Linear(d_model, d_ff)
-        self.ff2 = nn.Linear(d_ff, d_model)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.drop_attn = nn.Dropout(dropout)
-        self.drop_hidden = nn.Dropout(dropout)
-        self.drop_ff = nn.Dropout(dropout)
+        self.drop_attn, self.drop_hidden, self.drop_ff = (nn.Dropout(dropout) for _ in range(3))
+        self.norm_first = norm_first
 
     def _attend(self, h, attn_mask, key_padding_mask):
         return self.drop_attn(self.attn(h, attn_mask=attn_mask, key_padding_mask=key_padding_mask))
