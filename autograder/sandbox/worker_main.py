@@ -63,8 +63,8 @@ def main(execute=executor.execute):
 
 
 def warm_up():
-    """Entering a dispatch mode the first time imports torch._dynamo (seconds): pay for it here,
-    under the import timeout, rather than in the first call's time limit."""
+    """The first use of the monitor loads torch's lazily imported dispatch helpers: do it here,
+    before the audit hook and under the import timeout, not inside the first call's time limit."""
     with executor.ForbiddenApiMonitor():
         torch.ones(1) + 1
 
