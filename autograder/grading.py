@@ -53,7 +53,7 @@ def grade(path: Path, *, suites=("public", "hidden"), isolation: str = "auto", h
         parts = score_parts(tests, rubric, suites, zeroed)
         notes = []
         if isolation != "inprocess" and "hidden" in suites:
-            notes += diagnose(sub.source, parts, tests, rubric, isolation, hidden)
+            notes = diagnose(sub.source, parts, tests, rubric, isolation, hidden)
         extra_entries = []
         if extras:
             extra_entries += grade_knowledge(sub, rubric, parts)
@@ -106,43 +106,46 @@ class _Collector:
 
 
 def run_suites(source: Path, suites, isolation: str, hidden, rubric) -> tuple:
-    repo = rubric_file.REPO
-    dirs = [str(repo / SUITE_DIRS[s]) for s in suites]
-    args = [*dirs, "--impl", str(source), "--isolation", isolation, "-q", "-p", "no:warnings",
-            "-p", "no:cacheprovider", "--rootdir", str(repo), "-c", str(repo / "pyproject.toml")]
-    for path in hidden:
-        args += ["--hide", str(path)]
     collector = _Collector(rubric)
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        code = pytest.main(args, plugins=[collector])
-    if collector.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise GradingError(f"the test suites could not run (pytest exit {int(code)}):\n"
-                           + "\n".join(collector.errors or [log.getvalue()[-3000:]]))
+    run_pytest(source, suites, isolation, collector, hidden)
     return list(collector.results.values()), collector.backend
 
 
+def run_pytest(source: Path, suites, isolation: str, plugin, hidden=()) -> None:
+    """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
+    failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
+    repo = rubric_file.REPO
+    args = [*(str(repo / SUITE_DIRS[s]) for s in suites), "--impl", str(source), "--isolation", isolation,
+            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(repo),
+            "-c", str(repo / "pyproject.toml")]
+    for path in hidden:
+        args += ["--hide", str(path)]
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        code = pytest.main(args, plugins=[plugin])
+    if plugin.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise GradingError(f"the test suites could not run on {source} (pytest exit {int(code)}):\n"
+                           + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
+
+
 def diagnose(source: Path, parts: dict, tests: list, rubric, isolation: str, hidden) -> list:
-    """Name the likely misconception for each failed part, where the diagnosis knows one."""
+    """Set each failed part's likely misconception; returns notes for the instructor, if any."""
     failed = [name for name, p in parts.items() if p.score < p.max_score and not p.notes]
-    try:
-        from autograder import diagnosis
-    except ImportError:
+    if not failed or not any(t.passed for t in tests):  # nothing runs: nothing to compare
         return []
-    if not failed or any("import" in t.summary.lower() and not t.passed for t in tests[:1]):
-        return []
+    from autograder import diagnosis
     from autograder.backends import WorkerBackend
     from autograder.isolation import resolve
 
     backend = WorkerBackend(source, resolve(isolation), rubric.limits, hidden)
     try:
         found = diagnosis.diagnose(backend, failed)
-    except Exception as err:  # noqa: BLE001 - a diagnosis is advice; grading goes on without it
-        return [f"(no diagnosis: {type(err).__name__})"]
+    except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
+        return [f"no diagnosis: {type(err).__name__}: {err}"]
     finally:
         backend.close()
     for part, message in found.items():
-        parts[part].notes.append(f"Likely mistake: {message}")
+        parts[part].diagnosis = message
     return []
 
 

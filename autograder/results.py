@@ -7,7 +7,7 @@ from pathlib import Path
 from autograder.grading import SEED_NOTE, Grade
 
 
-def test_output(test, rubric) -> str:
+def test_output(test, rubric, diagnosis: str = "") -> str:
     """What the student reads for one test: everything for public tests, the rubric's policy for hidden."""
     if test.passed:
         return ""
@@ -23,6 +23,8 @@ def test_output(test, rubric) -> str:
         lines.append(f"Smallest failing case: {test.example.removeprefix('Falsifying example: ')}")
     if test.forbidden:
         lines.append(f"This part scores 0: {test.forbidden}")
+    if diagnosis:
+        lines.append(f"Likely mistake: {diagnosis}")
     return "\n".join(lines)
 
 
@@ -36,7 +38,7 @@ def to_gradescope(grade: Grade, rubric) -> dict:
     for t in grade.tests:
         tests.append({
             "name": test_name(t), "score": round(t.score, 4), "max_score": round(t.max_score, 4),
-            "status": "passed" if t.passed else "failed", "output": test_output(t, rubric),
+            "status": "passed" if t.passed else "failed", "output": test_output(t, rubric, _diagnosis(grade, t)),
             "visibility": "visible", "tags": [t.part, t.suite],
         })
     for entry in grade.extra_entries:
@@ -58,7 +60,8 @@ def to_gradescope(grade: Grade, rubric) -> dict:
         "extra_data": {"submission": grade.submission, "max_score": grade.max_score,
                        "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
                        "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
-                                        "notes": p.notes} for name, p in grade.parts.items()},
+                                        "notes": p.notes, "diagnosis": p.diagnosis}
+                                 for name, p in grade.parts.items()},
                        "printed_output": grade.output[-4000:]},
     }
 
@@ -69,6 +72,8 @@ def summary_text(grade: Grade) -> str:
         state = f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
         lines.append(f"  {p.name:<10} {state:>14}  {p.title}")
         lines += [f"      {note}" for note in p.notes if note]
+        if p.diagnosis:
+            lines.append(f"      Likely mistake: {p.diagnosis}")
     return "\n".join(lines)
 
 
@@ -83,9 +88,11 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
         state = f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
         lines.append(f"  {p.name:<10} {state:>14}  {passed:>12}")
         lines += [f"      {note}" for note in p.notes if note]
+        if p.diagnosis:
+            lines.append(f"      Likely mistake: {p.diagnosis}")
     if failures:
         for t in (t for t in grade.tests if not t.passed):
-            text = test_output(t, rubric).replace("\n", "\n      ")
+            text = test_output(t, rubric, _diagnosis(grade, t)).replace("\n", "\n      ")
             lines += ["", f"  FAILED {test_name(t)}", f"      {text}"]
     return "\n".join(lines)
 
@@ -108,3 +115,10 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _diagnosis(grade: Grade, test) -> str:
+    """Hidden tests carry their part's diagnosis (a hint that needs no test source); public tests
+    have their own hints."""
+    part = grade.parts.get(test.part)
+    return part.diagnosis if part is not None and test.suite == "hidden" else ""

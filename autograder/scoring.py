@@ -26,6 +26,7 @@ class PartScore:
     max_score: float
     graded: bool = True   # False: left out of the maximum (e.g. timing without CUDA)
     notes: list = field(default_factory=list)
+    diagnosis: str = ""   # the likely misconception behind this part's failures, if one matched
 
 
 def score_parts(tests: list, rubric, suites: tuple, zeroed: dict) -> dict:

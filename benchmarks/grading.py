@@ -67,8 +67,7 @@ def batch_folder(folder: Path, size: int) -> None:
     folder.mkdir(parents=True)
     sources = [(p.stem, p.read_text()) for p in sorted((REPO / "examples" / "submissions").glob("*.py"))]
     sources += [(f"valid_{p.stem}", p.read_text()) for p in sorted((REPO / "corpus" / "valid").glob("*.py"))]
-    reference = REFERENCE.read_text()
-    sources += [(f"mutant_{m.id}", m.source(reference)) for m in load_mutants()]
+    sources += [(f"mutant_{m.id}", m.source()) for m in load_mutants()]
     for index, (name, text) in zip(range(size), itertools.cycle(sources)):
         (folder / f"{index:03d}_{name}.py").write_text(text)
 

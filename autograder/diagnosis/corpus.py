@@ -111,21 +111,14 @@ class _PartFailures:
 
 
 def _run_suites(path: Path, stop_after: set) -> dict:
-    import contextlib
-    import io
-
-    import pytest
+    from autograder.grading import run_pytest
+    from autograder.submission import GradingError
 
     plugin = _PartFailures(stop_after)
-    args = [str(REPO / "tests_public"), str(REPO / "tests_hidden"), "--impl", str(path), "--isolation", "inprocess",
-            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(REPO),
-            "-c", str(REPO / "pyproject.toml")]
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        code = pytest.main(args, plugins=[plugin])
-    if plugin.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise CorpusError(f"the suites could not run on {path} (pytest exit {int(code)}):\n"
-                          + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
+    try:
+        run_pytest(path, ("public", "hidden"), "inprocess", plugin)
+    except GradingError as err:
+        raise CorpusError(str(err)) from None
     return plugin.failed
 
 
