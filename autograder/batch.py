@@ -200,10 +200,25 @@ def write_csv(out: Path, submissions: list, rubric) -> str:
 
 
 def summary(table: str, out: Path, total: int, graded_now: int) -> str:
+    """The score table (points per part; '-' where a part was not graded), then what happened."""
     rows = list(csv.DictReader(io.StringIO(table)))
     failed = [r["submission"] for r in rows if r["status"] in FAILURES]
-    lines = [f"{len(rows)} of {total} submissions have results ({graded_now} graded now, "
-             f"{total - graded_now} kept from before); table: {out / 'grades.csv'}"]
+    columns = [c for c in (csv.DictReader(io.StringIO(table)).fieldnames or [])
+               if c not in ("submission", "max_score", "isolation")]
+    width = max([len("submission"), *(len(r["submission"]) for r in rows)])
+    lines = ["  ".join([f"{'submission':<{width}}", *(f"{c:>9}" for c in columns)])]
+    for row in rows:
+        cells = [f"{row['submission']:<{width}}"]
+        for c in columns:
+            value = row[c]
+            if c == "score":
+                value = f"{_number(value)}/{_number(row['max_score'])}"
+            elif c != "status":
+                value = _number(value) if value else "-"
+            cells.append(f"{value:>9}")
+        lines.append("  ".join(cells))
+    lines += ["", f"{len(rows)} of {total} submissions have results ({graded_now} graded now, "
+              f"{total - graded_now} kept from before); table: {out / 'grades.csv'}"]
     if failed:
         lines.append(f"no grade (timeout, crash or error) for: {', '.join(failed)}; see their results files")
     return "\n".join(lines)
@@ -246,6 +261,13 @@ class Progress:
             self.draw(running=0)
             self.stream.write("\n")
         self.stream.flush()
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):.4g}"
+    except ValueError:
+        return text
 
 
 def _clock(seconds: float) -> str:

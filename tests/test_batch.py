@@ -147,3 +147,15 @@ def test_a_batch_without_a_folder_or_an_output_is_refused(tmp_path, capsys, prob
     folder.touch() if problem == "not_a_folder" else None
     assert batch.run(batch_args(folder, None if problem == "no_out" else tmp_path / "out"), command=FAKE) == 2
     assert message in capsys.readouterr().out
+
+
+def test_summary_prints_a_score_table_per_part():
+    table = ("submission,score,max_score,sdpa,heads,timing,isolation,status\n"
+             "alice,25.5,30,20,5.5,,sandbox,graded\n"
+             "bob,0,30,,,,sandbox,timeout\n")
+    text = batch.summary(table, Path("out"), total=2, graded_now=2)
+    header, alice, bob = text.splitlines()[:3]
+    assert header.split() == ["submission", "score", "sdpa", "heads", "timing", "status"]
+    assert alice.split() == ["alice", "25.5/30", "20", "5.5", "-", "graded"]
+    assert bob.split() == ["bob", "0/30", "-", "-", "-", "timeout"]
+    assert "no grade (timeout, crash or error) for: bob" in text
