@@ -13,7 +13,8 @@ from autograder import errors
 from autograder.calls import Call, Outcome
 from autograder.isolation import Isolation
 from autograder.sandbox import executor, wire
-from autograder.worker import Limits, WorkerProcess
+from autograder.rubric import Limits
+from autograder.worker import WorkerProcess
 
 # After this many timeouts or crashes a function is no longer called and fails fast instead: each
 # costs a worker restart (seconds), and hypothesis would otherwise call it again while shrinking.

@@ -11,10 +11,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.rubric import REPO
+from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
 
-QUESTIONS_FILE = REPO / "course" / "notebook" / "knowledge.toml"
-KEY_FILE = REPO / "tests_hidden" / "knowledge_key.toml"
+QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
+KEY_FILE = KNOWLEDGE_KEY
 ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
 
 # What a well-formed answer of each kind is, and when it is correct: one Python expression each over

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from autograder import knowledge
 from autograder import rubric as rubric_file
-from autograder.rubric import REPO
+from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
 
 ASSIGNMENT = "mhsa"
-SOURCES = REPO / "course" / "notebook"
+SOURCES = NOTEBOOK_SOURCES
 SOURCE_NOTEBOOK = f"course/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 STUDENT_NOTEBOOK = f"assignment/{ASSIGNMENT}.ipynb"
 KNOWLEDGE_MODULE = "assignment/knowledge.py"
@@ -45,7 +45,7 @@ def generated_files() -> dict:
 
 def source_notebook() -> str:
     rubric = rubric_file.load()
-    prelude, definitions = split_module((REPO / "reference" / "mhsa.py").read_text())
+    prelude, definitions = split_module(REFERENCE.read_text())
     lesson = lesson_sections((SOURCES / "lesson.md").read_text())
     tests = test_cells(SOURCES / "tests", rubric, [name for name, _ in definitions])
     cells = [_markdown("lesson-intro", lesson.pop("intro")),

@@ -10,12 +10,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
-from autograder import errors, rubric
+from autograder import errors, paths, rubric
 from autograder.backends import Backend, WorkerBackend, in_process
 from autograder.compare import Mismatch
 from autograder.isolation import resolve
 
-REPO = rubric.REPO
 BACKEND_KEY = pytest.StashKey[Backend]()
 RUBRIC_KEY = pytest.StashKey[rubric.Rubric]()  # set by the grading engine: its limits and hidden paths
 ISOLATION_CHOICES = ("inprocess", "auto", "process", "sandbox")
@@ -46,7 +45,7 @@ def pytest_configure(config):
 
 
 def resolve_impl(value: str) -> Path:
-    named = {"assignment": REPO / "assignment" / "mhsa.py", "reference": REPO / "reference" / "mhsa.py"}
+    named = {"assignment": paths.ASSIGNMENT, "reference": paths.REFERENCE}
     path = named.get(value, Path(value))
     if path.is_dir():
         path = path / "mhsa.py"

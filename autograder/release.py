@@ -2,13 +2,13 @@
 import shutil
 from pathlib import Path
 
-from autograder.rubric import REPO
+from autograder.paths import REFERENCE, REPO
 from autograder.stubs import generate_stubs, solution_lines
 
 
 def generated_files() -> dict:
     """Committed file (relative path) -> the text the single source of truth generates for it."""
-    reference = (REPO / "reference" / "mhsa.py").read_text()
+    reference = REFERENCE.read_text()
     files = {"assignment/mhsa.py": generate_stubs(reference)}
     try:
         from autograder import notebook  # the nbgrader source notebook, where the course has one
@@ -79,7 +79,7 @@ def find_leaks(root: Path) -> list:
     """Instructor-only material found under `root`: folders, solution markers, solution lines."""
     root = Path(root)
     leaks = [f"{name}/ is present" for name in NEVER_RELEASED if (root / name).exists()]
-    secrets = solution_lines((REPO / "reference" / "mhsa.py").read_text())
+    secrets = solution_lines(REFERENCE.read_text())
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.suffix not in (".py", ".md", ".ipynb", ".txt", ".toml", ".json", ".cfg"):
             continue

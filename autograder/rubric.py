@@ -3,13 +3,20 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.worker import Limits
-
-REPO = Path(__file__).resolve().parents[1]
-RUBRIC_FILE = REPO / "rubric.toml"
+from autograder.paths import REPO, RUBRIC_FILE
 PART_KEYS = ("title", "points", "functions", "require_cuda")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one worker may use ([limits] in the rubric); the worker applies them to itself."""
+    call_timeout: float = 10.0
+    import_timeout: float = 60.0
+    memory_mb: int = 6144
+    cpu_seconds: int = 600
+    output_bytes: int = 64 * 1024
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.isolation import Isolation
+from autograder.rubric import Limits
 from autograder.sandbox import wire
 
 REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
@@ -20,15 +20,6 @@ TOKEN_VAR = "AUTOGRADER_WORKER_TOKEN"
 REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
 SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-
-
-@dataclass(frozen=True)
-class Limits:
-    call_timeout: float = 10.0
-    import_timeout: float = 60.0
-    memory_mb: int = 6144
-    cpu_seconds: int = 600
-    output_bytes: int = 64 * 1024
 
 
 class CappedOutput:

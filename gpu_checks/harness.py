@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 
-from autograder.rubric import REPO
+from autograder import paths
 from gpu_checks.participants import TimingWorker
 from gpu_checks.session import (BASELINE, REFERENCE, STUDENT, CaseFailed, SessionResult, check_drift, guarded,
                                 run_cases)
 
-REFERENCE_FILE = REPO / "reference" / "mhsa.py"
+REFERENCE_FILE = paths.REFERENCE
 BASELINE_FILE = Path(__file__).resolve().parent / "baselines" / "fused_mhsa.py"
 
 

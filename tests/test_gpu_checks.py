@@ -13,6 +13,7 @@ import torch
 
 from autograder import rubric as rubric_module
 from autograder.isolation import Isolation, resolve
+from autograder.paths import REFERENCE as REFERENCE_FILE
 from autograder.sandbox import executor
 from gpu_checks import grade_timing, harness
 from gpu_checks.__main__ import main as cli_main
@@ -26,7 +27,6 @@ from gpu_checks.stats import decide, early_failure, median_interval, pair_ratio
 from gpu_checks.timing_worker import FLAGS, TimingSession, read_flags
 
 GPU_CHECKS = Path(__file__).resolve().parents[1] / "gpu_checks"
-REFERENCE_FILE = Path(__file__).resolve().parents[1] / "reference" / "mhsa.py"
 TINY = {"tiny": {"batch": 2, "seq_lens": [8, 16], "d_model": 32, "num_heads": 4, "threshold": 2.0}}
 # CPU timings of sub-millisecond calls on a shared CI machine are noisy: the real-tensor tests loosen
 # what noise could trip (each check is tested tightly with scripted clocks instead).

@@ -16,8 +16,9 @@ import pytest
 from autograder import errors, isolation
 from autograder import rubric as rubric_file
 from autograder.backends import WorkerBackend
-from autograder.rubric import REPO
-from autograder.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, Limits, kill_leftovers
+from autograder.paths import REFERENCE, REPO
+from autograder.rubric import Limits
+from autograder.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers
 
 MARKER = "mhsa-isolation-test-orphan"
 # A process that leaves a grandchild behind in a session of its own, then exits with status 7.
@@ -214,7 +215,7 @@ def test_a_worker_sees_a_scrubbed_environment_and_a_private_directory(probe):
 def test_a_worker_cannot_read_hidden_paths_or_write_outside_its_directory(probe):
     backend, tmp_path, hidden = probe
     assert backend.call("read", str(hidden / "answers.txt")).startswith("refused")
-    assert backend.call("read", str(REPO / "reference" / "mhsa.py")).startswith("refused")
+    assert backend.call("read", str(REFERENCE)).startswith("refused")
     assert backend.call("write", str(tmp_path / "outside.txt")).startswith("refused")
     assert not (tmp_path / "outside.txt").exists()
     assert backend.call("write", backend.call("environment")["cwd"] + "/scratch.txt") == "written"

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from autograder import release
-from autograder.rubric import REPO
+from autograder.paths import REFERENCE, REPO
 
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", "build", "grading-out", ".venv", "*.db")
 
@@ -45,7 +45,7 @@ def test_leak_finder_catches_planted_leaks(student_release, tmp_path):
     planted = tmp_path / "planted"
     shutil.copytree(student_release, planted)
     (planted / "tests_hidden").mkdir()
-    secret = release.solution_lines((REPO / "reference" / "mhsa.py").read_text())[0]
+    secret = release.solution_lines(REFERENCE.read_text())[0]
     (planted / "assignment" / "notes.md").write_text(f"my notes\n{secret}\n")
     leaks = release.find_leaks(planted)
     assert any("tests_hidden/ is present" in leak for leak in leaks)
@@ -55,7 +55,7 @@ def test_leak_finder_catches_planted_leaks(student_release, tmp_path):
 def test_public_tests_run_inside_the_release_alone(student_release, tmp_path):
     solution = tmp_path / "elsewhere" / "mhsa.py"
     solution.parent.mkdir()
-    shutil.copy(REPO / "reference" / "mhsa.py", solution)
+    shutil.copy(REFERENCE, solution)
     passing = run(["-m", "pytest", "tests_public", "--impl", str(solution), "-q"], cwd=student_release)
     assert passing.returncode == 0, passing.stdout[-2000:]
     failing = run(["-m", "pytest", "tests_public", "-q"], cwd=student_release)

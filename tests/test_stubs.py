@@ -1,10 +1,10 @@
 """Stubs are generated from the reference: every solution region becomes a named NotImplementedError."""
 import pytest
 
-from autograder.rubric import REPO
+from autograder.paths import REFERENCE as REFERENCE_FILE
 from autograder.stubs import generate_stubs, solution_lines
 
-REFERENCE = (REPO / "reference" / "mhsa.py").read_text()
+REFERENCE = REFERENCE_FILE.read_text()
 
 
 def test_every_solution_region_becomes_a_named_stub():

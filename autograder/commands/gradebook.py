@@ -10,7 +10,7 @@ suites differ, so a flag is a reason to read the notebook, not a verdict.
 from pathlib import Path
 
 from autograder.isolation import LEVELS
-from autograder.rubric import REPO
+from autograder.paths import COURSE
 
 TOLERANCE = 1e-6
 
@@ -18,7 +18,7 @@ TOLERANCE = 1e-6
 def add_parser(subparsers):
     p = subparsers.add_parser("gradebook", help="nbgrader: compare in-kernel scores with isolated grades; "
                                                 "--write stores the isolated ones in the gradebook")
-    p.add_argument("--course", type=Path, default=REPO / "course",
+    p.add_argument("--course", type=Path, default=COURSE,
                    help="the nbgrader course folder (default: course/)")
     p.add_argument("--assignment", default="mhsa", help="the nbgrader assignment (default: mhsa)")
     p.add_argument("--student", action="append", help="only this student (repeatable; default: every submission)")

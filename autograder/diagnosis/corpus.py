@@ -8,11 +8,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.rubric import PARTS, REPO
+from autograder.paths import CORPUS, REFERENCE, REPO
+from autograder.rubric import PARTS
 
-CORPUS = REPO / "corpus"
 MANIFEST = CORPUS / "mutants.toml"
-REFERENCE = REPO / "reference" / "mhsa.py"
 
 
 class CorpusError(ValueError):
