@@ -6,12 +6,14 @@ Generated (`python -m autograder release --write`; `--check` fails when one is s
                                  (course/notebook/tests/), the attention figure and the knowledge check
   assignment/mhsa.ipynb          what `nbgrader generate_assignment` makes of it: the student version
   assignment/knowledge.py        the knowledge check of the .py route
-Read back without running anything: extract_submission().
+Read back without running anything: extract() (extract_submission() for the module and answers).
 """
 import ast
 import json
 import re
 import tempfile
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import knowledge
@@ -82,7 +84,7 @@ def split_module(source: str) -> tuple:
 
 
 def _first_line(node) -> int:
-    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
 
 
 def lesson_sections(text: str) -> dict:
@@ -228,41 +230,116 @@ def normalize(text: str) -> str:
 # Reading a submitted notebook back, without running it
 # ------------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Extraction:
+    source: str    # the student's program as one module, mhsa.py
+    answers: dict  # Q<n>_ANSWER -> the literal value assigned (knowledge.Unreadable if not a literal)
+    notes: list    # what was left out or changed, one line per cell, naming the cell
+
+
 def extract_submission(path) -> tuple:
-    """(mhsa.py equivalent of the notebook, knowledge answers).
+    """(mhsa.py equivalent of the notebook, knowledge answers): see extract()."""
+    found = extract(path)
+    return found.source, found.answers
 
-    The module holds the imports cell, the imports of the student's own cells (they run in the
-    kernel before the tests too) and every solution cell, in notebook order. Answers are the
-    literal values assigned to Q<n>_ANSWER in the student's cells, the last one winning.
+
+def extract(path) -> Extraction:
+    """The student's program, read back from a notebook without running anything.
+
+    The module holds every code cell the student wrote or kept, in notebook order, as the kernel ran
+    them, except the cells nbgrader replaces with its own (test cells and read-only cells; the
+    read-only imports cell is kept, the student's code relies on it). A cell that does not compile
+    is left out with a note, so that only what it defines fails its tests; IPython magics and shell
+    escapes are removed with a note. The kernel runs every cell even after one raised, so each run
+    of statements that are not definitions runs under `try`: one failing statement cannot stop the
+    whole module from importing. Answers are the literal values assigned to Q<n>_ANSWER, the last
+    one winning.
     """
-    cells = [c for c in json.loads(Path(path).read_text(errors="replace")).get("cells", [])
-             if c.get("cell_type") == "code"]
-    imports, solutions, answers = [], [], {}
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        code = _without_magics(cell.get("source", ""))
-        if meta.get("grade_id") == IMPORTS_CELL:
-            imports.insert(0, code)
-        if meta.get("grade") or meta.get("locked"):
-            continue  # tests and read-only cells: the grader's own, never the student's
-        if meta.get("solution"):
-            solutions.append(code)
+    from autograder.submission import GradingError
+
+    try:
+        cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
+    except (ValueError, AttributeError) as err:
+        raise GradingError(f"{Path(path).name} is not a notebook (not JSON with a list of cells: {err})") from None
+    parts, answers, notes = [], {}, []
+    for number, cell in enumerate(cells, start=1):
+        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or meta.get("grade"):
+            continue  # text, or a test cell: the grader's own
+        if meta.get("locked") and meta.get("grade_id") != IMPORTS_CELL:
+            continue  # a read-only cell (test helpers, the plot): nbgrader runs its own copy
+        label = _cell_label(number, meta)
+        code, magics = _without_magics(cell.get("source", ""))
+        if magics:
+            notes.append(f"{label}: IPython magics and shell commands removed: {'; '.join(magics)}")
         try:
-            tree = ast.parse(code)
-        except SyntaxError:
-            continue  # a solution cell that does not parse fails the import of the module, as in .py
-        if not meta.get("solution"):
-            imports += [ast.get_source_segment(code, n) for n in tree.body
-                        if isinstance(n, (ast.Import, ast.ImportFrom))]
+            compile(code, label, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as err:
+            defined = ", ".join(DEFINITION.findall(code))
+            notes.append(f"{label} was left out: it does not compile ({type(err).__name__}: {err.msg if isinstance(err, SyntaxError) else err}"
+                         f"{f', line {err.lineno}' if getattr(err, 'lineno', None) else ''})"
+                         + (f"; what it defines ({defined}) is missing" if defined else ""))
+            continue
+        parts.append(f"# {label}\n{_module_code(code)}")
         answers |= knowledge.read_answers(code)
-    header = "# The solution cells of a notebook, by autograder.notebook.extract_submission"
-    return "\n\n\n".join([header + "\n" + "\n".join(imports), *solutions]) + "\n", answers
+    header = (f"# The program of notebook {Path(path).name}, by autograder.notebook.extract()\n"
+              + "".join(f"# note: {note}\n" for note in notes))
+    return Extraction("\n\n".join([header, *parts]) + "\n", answers, notes)
 
 
-def _without_magics(source) -> str:
-    """Cell source as Python: IPython magics and shell escapes become comments."""
-    text = "".join(source) if isinstance(source, list) else source
-    return "\n".join(f"# {line}" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines())
+DEFINITION = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
+MAGIC = re.compile(r"^(?P<indent>\s*)(?P<magic>[%!].*)$")
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _cell_label(number: int, meta: dict) -> str:
+    if meta.get("solution"):
+        return f"cell {number} (solution cell {meta.get('grade_id', '?')})"
+    if meta.get("grade_id"):
+        return f"cell {number} ({meta['grade_id']})"
+    return f"cell {number} (a cell you added)"
+
+
+def _without_magics(source) -> tuple:
+    """(cell source as Python, the magic lines removed): each becomes `pass` at its indentation,
+    so that the block around it stays valid."""
+    text = "".join(source) if isinstance(source, list) else str(source)
+    lines, removed = [], []
+    for line in text.splitlines():
+        magic = MAGIC.match(line)
+        if magic:
+            removed.append(magic["magic"].strip())
+            line = f"{magic['indent']}pass"
+        lines.append(line)
+    return "\n".join(lines), removed
+
+
+def _module_code(code: str) -> str:
+    """A compiled cell as module code: definitions as they are (the static scan attributes what it
+    finds to the definition it is in), other statements under `try`, as the kernel went on after
+    a cell that raised."""
+    lines = code.splitlines()
+    out, loose, cursor = [], [], 0
+    for node in ast.parse(code).body:
+        text = "\n".join(lines[max(_first_line(node) - 1, cursor):node.end_lineno])
+        cursor = max(cursor, node.end_lineno)  # `a = 1; b = 2`: two statements, one line, taken once
+        if not text or isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue  # a __future__ import is only valid at the top of a module; nothing here needs one
+        if isinstance(node, DEFINITIONS):
+            out.append(_guarded(loose))
+            loose = []
+            out.append(text)
+        else:
+            loose.append(text)
+    out.append(_guarded(loose))
+    return "\n".join(chunk for chunk in out if chunk)
+
+
+def _guarded(statements: list) -> str:
+    if not statements:
+        return ""
+    body = "\n".join(statements)
+    return f"try:\n{textwrap.indent(body, '    ', lambda line: True)}\nexcept Exception:\n    pass"
 
 
 def grade_knowledge(answers: dict) -> list:
