@@ -10,9 +10,10 @@ import torch
 
 from autograder.calls import Call
 from autograder.compare import expect
-from tests_public.oracles import (F64, additive, block_expected, block_state, check, construct,
-                                  expect_like, expect_raises, randn, random_bool_mask, random_lengths, run_module,
-                                  scale_queries, swapped_norms, tanh_gelu)
+from autograder.checks import expect_raises
+from autograder.oracles import F64, additive, block_expected, causal_blocked, padding_blocked
+from tests_public.support import (block_state, check, construct, expect_like, randn, random_bool_mask,
+                                  random_lengths, run_module, scale_queries, swapped_norms, tanh_gelu)
 
 pytestmark = pytest.mark.part("block")
 
@@ -30,7 +31,7 @@ def settings(norm_first=False, activation="relu", dropout=0.1, layer_norm_eps=EP
 
 def block_suspects(state, x, init, attn_mask, kpm):
     def variant(state=state, attn_mask=attn_mask, kpm=kpm, **changes):
-        return lambda: block_expected(state, x, init | changes, attn_mask, kpm)
+        return lambda: block_expected(state, x, init | changes, attn_mask, kpm).output
 
     found = [
         (variant(state=swapped_norms(state)),
@@ -61,7 +62,7 @@ def block_suspects(state, x, init, attn_mask, kpm):
 def check_block_output(got, call, state, x, init, attn_mask=None, key_padding_mask=None, hint=""):
     __tracebackhide__ = True
     norm_first = init.get("norm_first", False)
-    expected = block_expected(state, x, init, attn_mask, key_padding_mask)
+    expected = block_expected(state, x, init, attn_mask, key_padding_mask).output
     check(got, expected, what=f"output of {call.signature()}",
           hint=hint or f"with norm_first={norm_first} the block is {ORDER[norm_first]}, where "
                        "FF(x) = ff2(activation(ff1(x))) and SA is your MultiHeadSelfAttention; in eval "
@@ -78,14 +79,6 @@ def check_block(impl, init, x=None, state=None, attn_mask=None, key_padding_mask
     masks = {k: v for k, v in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)) if v is not None}
     outcome, call = run_module(impl, BLOCK, init, x, state=state, dtype=dtype, training=training, **masks)
     check_block_output(outcome.output, call, state, x, init, attn_mask, key_padding_mask)
-
-
-def causal_bool(n):
-    return torch.ones(n, n, dtype=torch.bool).triu(1)
-
-
-def padding_bool(lengths, n):
-    return torch.arange(n)[None, :] >= torch.as_tensor(lengths)[:, None]
 
 
 # -- construction -----------------------------------------------------------------------------------
@@ -110,13 +103,13 @@ def test_constructor_attributes(impl):
 
 @pytest.mark.parametrize("activation", ["tanh", "swish", "sigmoid"])
 def test_unknown_activation_raises_value_error(impl, activation):
-    expect_raises(impl, ValueError, Call(BLOCK, init=settings(activation=activation), construct_only=True),
+    expect_raises(impl, Call(BLOCK, init=settings(activation=activation), construct_only=True), ValueError,
                   hint="only 'relu' and 'gelu' are valid activations: raise ValueError for anything else.")
 
 
 def test_invalid_head_count_raises_value_error(impl):
     init = settings() | {"num_heads": 5}
-    expect_raises(impl, ValueError, Call(BLOCK, init=init, construct_only=True),
+    expect_raises(impl, Call(BLOCK, init=init, construct_only=True), ValueError,
                   hint="the block's MultiHeadSelfAttention must reject num_heads that do not divide d_model.")
 
 
@@ -131,16 +124,16 @@ def test_matches_torch_encoder_layer(impl, norm_first, activation):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_matches_torch_encoder_layer_with_causal_and_padding(impl, norm_first, activation):
-    check_block(impl, settings(norm_first, activation), attn_mask=causal_bool(L),
-                key_padding_mask=padding_bool(random_lengths(B, L), L))
+    check_block(impl, settings(norm_first, activation), attn_mask=causal_blocked(L),
+                key_padding_mask=padding_blocked(random_lengths(B, L), L))
 
 
 @pytest.mark.parametrize("case", ["float-causal", "bool-B-h-L-L", "float-key-padding"])
 def test_mask_kinds(impl, case):
     masks = {
-        "float-causal": lambda: {"attn_mask": additive(causal_bool(L), torch.float32)},
+        "float-causal": lambda: {"attn_mask": additive(causal_blocked(L), torch.float32)},
         "bool-B-h-L-L": lambda: {"attn_mask": random_bool_mask(B, H, L, L)},
-        "float-key-padding": lambda: {"key_padding_mask": additive(padding_bool(random_lengths(B, L), L), F64)},
+        "float-key-padding": lambda: {"key_padding_mask": additive(padding_blocked(random_lengths(B, L), L), F64)},
     }[case]()
     check_block(impl, settings(norm_first=True), **masks)
 
@@ -159,18 +152,18 @@ def test_default_layer_norm_eps(impl):
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_float32(impl, norm_first):
-    check_block(impl, settings(norm_first, "gelu"), dtype=torch.float32, attn_mask=causal_bool(L))
+    check_block(impl, settings(norm_first, "gelu"), dtype=torch.float32, attn_mask=causal_blocked(L))
 
 
 def test_training_mode_without_dropout_is_deterministic(impl):
-    check_block(impl, settings(True, "relu", dropout=0.0), training=True, attn_mask=causal_bool(L))
+    check_block(impl, settings(True, "relu", dropout=0.0), training=True, attn_mask=causal_blocked(L))
 
 
 def test_dropout_is_active_in_training_mode(impl):
     init = settings(False, "relu", dropout=0.5)
     x, state = randn(B, L, D), block_state(D, D_FF)
     outcome, call = run_module(impl, BLOCK, init, x, state=state, training=True)
-    got, clean = outcome.output, block_expected(state, x, init)
+    got, clean = outcome.output, block_expected(state, x, init).output
     expect_like(got, clean, f"output of {call.signature()}")
     expect(bool(torch.isfinite(got).all()), f"output of {call.signature()} is not finite.")
     expect(not torch.allclose(got, clean), f"output of {call.signature()} equals the eval-mode output.",
@@ -181,15 +174,14 @@ def test_dropout_is_active_in_training_mode(impl):
 def test_gradients_match_torch(impl):
     init = settings(True, "gelu")
     x, state, g = randn(B, L, D), block_state(D, D_FF), randn(B, L, D)
-    mask, kpm = causal_bool(L), padding_bool(random_lengths(B, L), L)
+    mask, kpm = causal_blocked(L), padding_blocked(random_lengths(B, L), L)
     outcome, call = run_module(impl, BLOCK, init, x, state=state, attn_mask=mask, key_padding_mask=kpm,
                                grad_outputs=g)
     check_block_output(outcome.output, call, state, x, init, mask, kpm)  # forward first
-    _, grads = block_expected(state, x, init, mask, kpm, grad_output=g)
+    want = block_expected(state, x, init, mask, kpm, grad_output=g)
     hint = "keep forward differentiable: no .detach(), .item(), .numpy(), .data or in-place writes."
-    check(outcome.input_grads.get("arg0"), grads["x"],
+    check(outcome.input_grads.get("arg0"), want.x_grad,
           what=f"gradient of x after backward through {call.signature()}", hint=hint)
-    for name, expected in grads.items():
-        if name != "x":
-            check(outcome.param_grads.get(name), expected,
-                  what=f"gradient of {name} after backward through {call.signature()}", hint=hint)
+    for name, expected in want.param_grads.items():
+        check(outcome.param_grads.get(name), expected,
+              what=f"gradient of {name} after backward through {call.signature()}", hint=hint)

@@ -1,10 +1,15 @@
-"""split_heads (B, L, d_model) -> (B, h, L, d_k) and merge_heads, its exact inverse."""
+"""split_heads (B, L, d_model) -> (B, h, L, d_k) and merge_heads, its exact inverse.
+
+Checked head by head against the definition (head i holds features i*d_k:(i+1)*d_k), and through
+merge_heads(split_heads(x)) == x; every element of the result is compared.
+"""
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests_public.oracles import DEVICES, F64, check, invoke, randn
+from autograder.oracles import F64
+from tests_public.support import DEVICES, check, expect_like, invoke, randn
 
 pytestmark = pytest.mark.part("heads")
 
@@ -13,14 +18,8 @@ SPLIT_HINT = ("split_heads(x, h)[b, i, l, :] must be x[b, l, i*d_k:(i+1)*d_k]: h
 MERGE_HINT = ("merge_heads(y)[b, l, i*d_k:(i+1)*d_k] must be y[b, i, l, :]: the heads are concatenated "
               "along the features, head 0 first.")
 
-
-def split_formula(x, h):
-    d_k = x.shape[-1] // h
-    return torch.stack([x[..., i * d_k:(i + 1) * d_k] for i in range(h)], dim=1)
-
-
-def merge_formula(y):
-    return torch.cat([y[:, i] for i in range(y.shape[1])], dim=-1)
+GRADIENT_HINT = ("use reshape/view/transpose/permute only: no .detach(), .numpy() or copying values into a "
+                 "new tensor.")
 
 
 def split_suspects(x, h):
@@ -47,19 +46,43 @@ def merge_suspects(y):
     ]
 
 
+def features(t, i, d_k):
+    """Features i*d_k:(i+1)*d_k of the last dimension: head i of a (B, L, d_model) tensor."""
+    return t[..., i * d_k:(i + 1) * d_k]
+
+
+def check_split_result(got, x, h, what, hint=SPLIT_HINT, suspects=()):
+    """got (B, h, L, d_k): head i must be the features i*d_k:(i+1)*d_k of x (B, L, d_model)."""
+    __tracebackhide__ = True
+    b, length, d_model = x.shape
+    d_k = d_model // h
+    expect_like(got, x.new_zeros(b, h, length, d_k), what)
+    for i in range(h):
+        check(got[:, i], features(x, i, d_k), what=f"head {i} of {what}", hint=hint,
+              suspects=[(lambda make=make, i=i: make()[:, i], why) for make, why in suspects])
+
+
+def check_merge_result(got, y, what, hint=MERGE_HINT, suspects=()):
+    """got (B, L, h*d_k): its features i*d_k:(i+1)*d_k must be head i of y (B, h, L, d_k)."""
+    __tracebackhide__ = True
+    b, h, length, d_k = y.shape
+    expect_like(got, y.new_zeros(b, length, h * d_k), what)
+    for i in range(h):
+        check(features(got, i, d_k), y[:, i], what=f"features {i * d_k}:{(i + 1) * d_k} (head {i}) of {what}",
+              hint=hint, suspects=[(lambda make=make, i=i: features(make(), i, d_k), why) for make, why in suspects])
+
+
 def check_split(impl, x, h):
     __tracebackhide__ = True
     outcome, call = invoke(impl, "split_heads", x, h)
-    check(outcome.output, split_formula(x, h), what=f"{call.signature()}", hint=SPLIT_HINT,
-          suspects=split_suspects(x, h))
+    check_split_result(outcome.output, x, h, call.signature(), suspects=split_suspects(x, h))
     return outcome.output
 
 
 def check_merge(impl, y):
     __tracebackhide__ = True
     outcome, call = invoke(impl, "merge_heads", y)
-    check(outcome.output, merge_formula(y), what=f"{call.signature()}", hint=MERGE_HINT,
-          suspects=merge_suspects(y))
+    check_merge_result(outcome.output, y, call.signature(), suspects=merge_suspects(y))
     return outcome.output
 
 
@@ -84,7 +107,7 @@ def test_merge_heads_values(impl, b, length, h, d_k):
 def test_keep_dtype_and_device(impl, dtype, device):
     x = randn(2, 5, 12, dtype=dtype).to(device)
     check_split(impl, x, 4)
-    check_merge(impl, split_formula(x, 4))
+    check_merge(impl, randn(2, 4, 5, 3, dtype=dtype).to(device))
 
 
 def test_merge_undoes_split(impl):
@@ -98,17 +121,15 @@ def test_merge_undoes_split(impl):
 def test_split_heads_is_differentiable(impl):
     x, g = randn(2, 5, 12), randn(2, 3, 5, 4)
     outcome, call = invoke(impl, "split_heads", x, 3, grad_outputs=g)
-    check(outcome.input_grads.get("arg0"), merge_formula(g), what=f"gradient of x after backward through "
-          f"{call.signature()}", hint="use reshape/view/transpose/permute only: no .detach(), .numpy() or "
-                                      "copying values into a new tensor.")
+    check_merge_result(outcome.input_grads.get("arg0"), g, f"gradient of x after backward through "
+                       f"{call.signature()}", GRADIENT_HINT)
 
 
 def test_merge_heads_is_differentiable(impl):
     y, g = randn(2, 3, 5, 4), randn(2, 5, 12)
     outcome, call = invoke(impl, "merge_heads", y, grad_outputs=g)
-    check(outcome.input_grads.get("arg0"), split_formula(g, 3), what=f"gradient of y after backward "
-          f"through {call.signature()}", hint="use reshape/view/transpose/permute only: no .detach(), "
-                                              ".numpy() or copying values into a new tensor.")
+    check_split_result(outcome.input_grads.get("arg0"), g, 3, f"gradient of y after backward through "
+                       f"{call.signature()}", GRADIENT_HINT)
 
 
 @settings(max_examples=15)

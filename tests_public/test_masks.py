@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from autograder.compare import Mismatch, expect
-from tests_public.oracles import DEVICES, NEG_INF, additive, check, invoke, random_bool_mask
+from autograder.oracles import additive, causal_blocked
+from tests_public.support import DEVICES, NEG_INF, check, invoke, random_bool_mask
 
 pytestmark = pytest.mark.part("masks")
 
@@ -61,8 +62,7 @@ def test_to_additive_mask_keeps_device(impl, device):
 # -- causal_mask ----------------------------------------------------------------------------------
 
 def causal_formula(n, dtype=torch.float32, device="cpu"):
-    rows = [[NEG_INF if j > i else 0.0 for j in range(n)] for i in range(n)]
-    return torch.tensor(rows, dtype=dtype, device=device).reshape(n, n)
+    return additive(causal_blocked(n), dtype).to(device)
 
 
 def causal_suspects(n, dtype=torch.float32):

@@ -5,11 +5,12 @@ import pytest
 import torch
 
 from autograder.calls import Call
+from autograder.checks import expect_raises
 from autograder.compare import expect
-from tests_public.oracles import (F64, additive, blocked_positions_are_zero, check, construct,
-                                  expect_like, expect_output_tuple, expect_raises, interleaved_qkv,
-                                  mha_expected, mhsa_state, randn, random_bool_mask, random_lengths,
-                                  run_module, scale_queries)
+from autograder.oracles import F64, additive, causal_blocked, mha_expected, padding_blocked
+from tests_public.support import (blocked_positions_are_zero, check, check_dropped_weights, construct, expect_like,
+                                  expect_output_tuple, interleaved_qkv, mhsa_state, randn, random_bool_mask,
+                                  random_lengths, run_module, scale_queries)
 
 pytestmark = pytest.mark.part("mhsa")
 
@@ -78,19 +79,20 @@ def check_against_torch(impl, x, state, h=H, attn_mask=None, key_padding_mask=No
     __tracebackhide__ = True
     out, weights, call = forward(impl, x, state, h, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                  **kwargs)
-    expected_out, expected_w = mha_expected(state, x, h, attn_mask, key_padding_mask)
+    want = mha_expected(state, x, h, attn_mask, key_padding_mask)
+    expected_out, expected_w = want.output, want.weights
     expect_like(weights, expected_w, f"weights returned by {call.signature()}")
     blocked = torch.zeros(x.shape[0], h, x.shape[1], x.shape[1], dtype=torch.bool)
     for mask, shape in ((attn_mask, None), (key_padding_mask, (x.shape[0], 1, 1, x.shape[1]))):
         if mask is not None:
             blocked |= (additive(mask, F64) == float("-inf")).reshape(shape or mask.shape)
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=LAYOUT,
-          suspects=suspects(state, x, h, attn_mask, key_padding_mask, lambda r: r[1]))
+          suspects=suspects(state, x, h, attn_mask, key_padding_mask, lambda r: r.weights))
     blocked_positions_are_zero(weights, blocked, f"weights returned by {call.signature()}")
     check(out, expected_out, what=f"output of {call.signature()}",
           hint="the attention weights are right but the output is not: merge the heads back to "
                "(B, L, d_model) in head order, then apply `out` (W^O).",
-          suspects=suspects(state, x, h, attn_mask, key_padding_mask, lambda r: r[0]))
+          suspects=suspects(state, x, h, attn_mask, key_padding_mask, lambda r: r.output))
 
 
 # -- construction -----------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ def test_constructor_attributes(impl, d_model, h, bias):
 @pytest.mark.parametrize("d_model, h", [(12, 5), (12, 0), (12, -3), (12, 24)],
                          ids=["5-does-not-divide-12", "zero", "negative", "more-than-features"])
 def test_invalid_head_count_raises_value_error(impl, d_model, h):
-    expect_raises(impl, ValueError, Call(MHSA, init={"d_model": d_model, "num_heads": h}, construct_only=True),
+    expect_raises(impl, Call(MHSA, init={"d_model": d_model, "num_heads": h}, construct_only=True), ValueError,
                   hint="raise ValueError in __init__ when num_heads < 1 or num_heads does not divide d_model.")
 
 
@@ -125,9 +127,9 @@ def test_invalid_head_count_raises_value_error(impl, d_model, h):
 def test_output_shape_and_dtype(impl, dtype):
     x, state = randn(B, L, D, dtype=dtype), mhsa_state(D, dtype=dtype)
     out, _, call = forward(impl, x, state, need_weights=False, dtype=dtype)
-    expected, _ = mha_expected(state, x, H)
+    expected = mha_expected(state, x, H).output
     check(out, expected, what=f"output of {call.signature()}", hint=LAYOUT,
-          suspects=suspects(state, x, H, None, None, lambda r: r[0]))
+          suspects=suspects(state, x, H, None, None, lambda r: r.output))
 
 
 def test_need_weights_false_returns_only_the_output(impl):
@@ -135,16 +137,16 @@ def test_need_weights_false_returns_only_the_output(impl):
     out, _, call = forward(impl, x, state, need_weights=False)
     expect(type(out) is torch.Tensor, f"{call.signature()}: expected a tensor, got {type(out).__name__}.",
            hint="return only the output tensor when need_weights is False (the default).")
-    check(out, mha_expected(state, x, H)[0], what=f"output of {call.signature()}", hint=LAYOUT)
+    check(out, mha_expected(state, x, H).output, what=f"output of {call.signature()}", hint=LAYOUT)
 
 
 def causal(n, kind):
-    blocked = torch.ones(n, n, dtype=torch.bool).triu(1)
+    blocked = causal_blocked(n)
     return blocked if kind == "bool" else additive(blocked, torch.float32)
 
 
 def padding(lengths, n, kind):
-    blocked = torch.arange(n)[None, :] >= torch.as_tensor(lengths)[:, None]
+    blocked = padding_blocked(lengths, n)
     return blocked if kind == "bool" else additive(blocked, torch.float32)
 
 
@@ -178,7 +180,8 @@ def test_head_counts(impl, d_model, h):
 def test_without_bias(impl):
     x, state = randn(B, L, D), mhsa_state(D, bias=False)
     out, weights, call = forward(impl, x, state, init={"d_model": D, "num_heads": H, "bias": False})
-    expected_out, expected_w = mha_expected(state, x, H)
+    want = mha_expected(state, x, H)
+    expected_out, expected_w = want.output, want.weights
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=LAYOUT)
     check(out, expected_out, what=f"output of {call.signature()}",
           hint="with bias=False neither qkv nor out has a bias.")
@@ -193,7 +196,8 @@ def test_dropout_is_off_in_eval_mode(impl):
     x, state = randn(B, L, D), mhsa_state(D)
     init = {"d_model": D, "num_heads": H, "dropout": 0.5}
     out, weights, call = forward(impl, x, state, init=init)
-    expected_out, expected_w = mha_expected(state, x, H)
+    want = mha_expected(state, x, H)
+    expected_out, expected_w = want.output, want.weights
     hint = "dropout is active only in training mode (self.training); in eval mode nothing is dropped."
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=hint)
     check(out, expected_out, what=f"output of {call.signature()}", hint=hint)
@@ -202,7 +206,8 @@ def test_dropout_is_off_in_eval_mode(impl):
 def test_training_mode_without_dropout_is_deterministic(impl):
     x, state = randn(B, L, D), mhsa_state(D)
     out, weights, call = forward(impl, x, state, training=True, attn_mask=causal(L, "bool"))
-    expected_out, expected_w = mha_expected(state, x, H, causal(L, "bool"))
+    want = mha_expected(state, x, H, causal(L, "bool"))
+    expected_out, expected_w = want.output, want.weights
     hint = "with dropout=0.0, training mode must compute exactly what eval mode does."
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=hint)
     check(out, expected_out, what=f"output of {call.signature()}", hint=hint)
@@ -212,24 +217,13 @@ def test_dropout_applies_to_attention_weights_in_training(impl):
     p = 0.5
     x, state = randn(B, L, D), mhsa_state(D)
     init = {"d_model": D, "num_heads": H, "dropout": p}
-    out, weights, call = forward(impl, x, state, init=init, training=True)
-    _, clean = mha_expected(state, x, H)
-    what = f"weights returned by {call.signature()}"
-    expect_like(weights, clean, what)
-    dropped = weights == 0
-    expect(0 < int(dropped.sum()) < dropped.numel(),
-           f"{what}: {int(dropped.sum())} of {dropped.numel()} weights are 0; with dropout={p} about half "
-           "should be.", hint="in training mode, apply dropout with p=dropout to the attention weights.")
-    kept = torch.where(dropped, torch.zeros_like(clean), clean / (1 - p))
-    check(weights, kept, what=f"{what} (those that survived dropout)",
-          hint="the surviving weights are the softmax weights scaled by 1/(1 - dropout), as "
-               "torch.nn.functional.dropout gives them.")
-    # the output must be computed from exactly these weights
-    w_v, w_o = state["qkv.weight"][2 * D:], state["out.weight"]
-    v = (x @ w_v.T + state["qkv.bias"][2 * D:]).reshape(B, L, H, D // H).transpose(1, 2)
-    heads = (weights.to(F64) @ v).transpose(1, 2).reshape(B, L, D)
-    check(out, heads @ w_o.T + state["out.bias"], what=f"output of {call.signature()}",
-          hint="the output must use the weights after dropout (the ones returned).")
+    _, weights, call = forward(impl, x, state, init=init, training=True)
+    clean = mha_expected(state, x, H).weights
+    check_dropped_weights(weights, clean, p, f"weights returned by {call.signature()}",
+                          drop_hint="in training mode, apply dropout with p=dropout to the attention weights.",
+                          scale_hint="the surviving weights are the softmax weights scaled by 1/(1 - dropout), "
+                                     "as torch.nn.functional.dropout gives them.")
+    # That the output is made of exactly these weights is checked when your work is graded.
 
 
 def test_gradients_match_torch(impl):
@@ -238,15 +232,15 @@ def test_gradients_match_torch(impl):
     kpm = padding(random_lengths(B, L), L, "bool")
     # the forward pass first: a wrong output explains wrong gradients better than the gradients do
     out, _, call = forward(impl, x, state, need_weights=False, attn_mask=mask, key_padding_mask=kpm)
-    check(out, mha_expected(state, x, H, mask, kpm)[0], what=f"output of {call.signature()}",
-          hint=LAYOUT, suspects=suspects(state, x, H, mask, kpm, lambda r: r[0]))
+    check(out, mha_expected(state, x, H, mask, kpm).output, what=f"output of {call.signature()}",
+          hint=LAYOUT, suspects=suspects(state, x, H, mask, kpm, lambda r: r.output))
     outcome, call = run_module(impl, MHSA, {"d_model": D, "num_heads": H}, x, state=state,
                                attn_mask=mask, key_padding_mask=kpm, grad_outputs=g)
-    _, _, grads = mha_expected(state, x, H, mask, kpm, grad_output=g)
+    want = mha_expected(state, x, H, mask, kpm, grad_output=g)
     hint = ("keep forward differentiable: no .detach(), .item(), .numpy(), .data or torch.tensor(...) "
             "rebuilding tensors, and no in-place writes into tensors autograd needs.")
-    check(outcome.input_grads.get("arg0"), grads["x"], what=f"gradient of x after backward through {call.signature()}",
+    check(outcome.input_grads.get("arg0"), want.x_grad, what=f"gradient of x after backward through {call.signature()}",
           hint=hint)
     for name in ("qkv.weight", "qkv.bias", "out.weight", "out.bias"):
-        check(outcome.param_grads.get(name), grads[name],
+        check(outcome.param_grads.get(name), want.param_grads[name],
               what=f"gradient of {name} after backward through {call.signature()}", hint=hint)

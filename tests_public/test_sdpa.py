@@ -1,15 +1,12 @@
 """scaled_dot_product_attention: softmax(q k^T / sqrt(d_k) + mask) v, with optional dropout."""
-import math
-
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.compare import expect
-from tests_public.oracles import (DEVICES, F64, attention, blocked_positions_are_zero,
-                                  check, expect_like, expect_output_tuple, invoke, randn,
-                                  random_bool_mask)
+from autograder.oracles import F64, sdpa_expected
+from tests_public.support import (DEVICES, blocked_positions_are_zero, check, check_dropped_weights,
+                                  expect_output_tuple, invoke, randn, random_bool_mask)
 
 pytestmark = pytest.mark.part("sdpa")
 
@@ -25,25 +22,29 @@ def sdpa(impl, *args, **kwargs):
 
 
 def weight_suspects(q, k, v, mask=None):
-    """What typical mistakes make of the weights; each with the hint that names the mistake."""
+    """What typical mistakes make of the weights (computed by torch with the wrong scale, mask or
+    axis); each with the hint that names the mistake."""
     d_k, d_v = q.shape[-1], v.shape[-1]
+
+    def weights(scale=None, mask=mask):
+        return lambda: sdpa_expected(q, k, v, mask, scale).weights
+
+    def over_queries():  # the softmax over the queries: torch's over the keys of k q^T, transposed
+        flipped = None if mask is None else mask.transpose(-1, -2)
+        return sdpa_expected(k, q, q, flipped).weights.transpose(-1, -2)
+
     suspects = [
-        (lambda: attention(q, k, v, mask, scale=1.0)[1],
-         "did you forget to divide the scores q k^T by sqrt(d_k)?"),
-        (lambda: attention(q, k, v, mask, scale=1.0 / d_k)[1],
-         "divide the scores by sqrt(d_k), not by d_k."),
-        (lambda: attention(q, k, v, mask, scale=math.sqrt(d_k))[1],
-         "the scores are divided by sqrt(d_k), not multiplied by it."),
-        (lambda: attention(q, k, v, mask, scale=1.0 / math.sqrt(d_v))[1],
-         "d_k is the size of the last dimension of q and k, not of v."),
-        (lambda: attention(q, k, v, mask, dim=-2)[1],
-         "the softmax runs over the wrong dimension: each query's weights over the keys (the last "
-         "dimension) must sum to 1."),
+        (weights(scale=1.0), "did you forget to divide the scores q k^T by sqrt(d_k)?"),
+        (weights(scale=1.0 / d_k), "divide the scores by sqrt(d_k), not by d_k."),
+        (weights(scale=d_k ** 0.5), "the scores are divided by sqrt(d_k), not multiplied by it."),
+        (weights(scale=d_v ** -0.5), "d_k is the size of the last dimension of q and k, not of v."),
+        (over_queries, "the softmax runs over the wrong dimension: each query's weights over the keys (the "
+                       "last dimension) must sum to 1."),
     ]
     if mask is not None and mask.dtype == torch.bool:
-        suspects.append((lambda: attention(q, k, v, ~mask)[1],
+        suspects.append((weights(mask=~mask),
                          "the boolean mask is inverted: True means blocked (-inf), False means allowed."))
-        suspects.append((lambda: attention(q, k, v, None)[1],
+        suspects.append((weights(mask=None),
                          "the mask was ignored: add it (as -inf where blocked) to the scores before "
                          "the softmax."))
     return suspects
@@ -51,7 +52,8 @@ def weight_suspects(q, k, v, mask=None):
 
 def check_attention(out, weights, call, q, k, v, mask=None, **tol):
     __tracebackhide__ = True
-    expected_out, expected_w = attention(q, k, v, mask)
+    want = sdpa_expected(q, k, v, mask)
+    expected_out, expected_w = want.output, want.weights
     check(weights, expected_w, what=f"weights returned by {call.signature()}",
           suspects=weight_suspects(q, k, v, mask),
           hint="weights = softmax(q k^T / sqrt(d_k) + mask) over the last dimension (the keys).", **tol)
@@ -92,7 +94,8 @@ def test_large_scores_do_not_overflow(impl):
     out, weights, call = sdpa(impl, q, k, v)
     hint = ("large scores overflow exp(): use torch.softmax (it subtracts each row's maximum first) "
             "instead of exp(x) / exp(x).sum().")
-    expected_out, expected_w = attention(q, k, v)
+    want = sdpa_expected(q, k, v)
+    expected_out, expected_w = want.output, want.weights
     check(weights, expected_w, what=f"weights returned by {call.signature()} for scores of size ~100",
           hint=hint)
     check(out, expected_out, what=f"out returned by {call.signature()} for scores of size ~100", hint=hint)
@@ -125,7 +128,8 @@ def test_per_batch_mask_broadcasts_over_the_head_axis(impl):
 def test_dropout_is_off_when_not_training(impl):
     q, k, v = randn(2, 3, 5, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 4)
     out, weights, call = sdpa(impl, q, k, v, dropout_p=0.5, training=False)
-    expected_out, expected_w = attention(q, k, v)
+    want = sdpa_expected(q, k, v)
+    expected_out, expected_w = want.output, want.weights
     hint = "dropout applies only when training=True; with training=False the weights are not dropped."
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=hint)
     check(out, expected_out, what=f"out returned by {call.signature()}", hint=hint)
@@ -141,21 +145,12 @@ def test_dropout_when_training(impl):
     p = 0.5
     q, k, v = randn(2, 3, 6, 8), randn(2, 3, 7, 8), randn(2, 3, 7, 4)
     out, weights, call = sdpa(impl, q, k, v, dropout_p=p, training=True)
-    _, clean = attention(q, k, v)
-    what = f"weights returned by {call.signature()}"
-    expect_like(weights, clean, what)
-    dropped = weights == 0
-    expect(0 < int(dropped.sum()) < dropped.numel(),
-           f"{what}: {int(dropped.sum())} of {dropped.numel()} weights are 0; with dropout_p={p} about "
-           "half should be.",
-           hint="apply dropout (e.g. torch.nn.functional.dropout with p=dropout_p) to the weights when "
-                "training is true, and return the weights after dropout.")
-    kept = torch.where(dropped, torch.zeros_like(clean), clean / (1 - p))
-    check(weights, kept, what=f"{what} (the weights that survived dropout)",
-          suspects=[(lambda: torch.where(dropped, torch.zeros_like(clean), clean),
-                     "the weights that survive dropout are scaled by 1/(1 - dropout_p), as "
-                     "torch.nn.functional.dropout does.")],
-          hint="the weights that survive dropout must be softmax(q k^T / sqrt(d_k)) / (1 - dropout_p).")
+    clean = sdpa_expected(q, k, v).weights
+    check_dropped_weights(weights, clean, p, f"weights returned by {call.signature()}",
+                          drop_hint="apply dropout (e.g. torch.nn.functional.dropout with p=dropout_p) to the "
+                                    "weights when training is true, and return the weights after dropout.",
+                          scale_hint="the weights that survive dropout must be softmax(q k^T / sqrt(d_k)) / "
+                                     "(1 - dropout_p).")
     check(out, weights.to(F64) @ v, what=f"out returned by {call.signature()}",
           hint="out must be computed from the weights after dropout (the ones you return).")
 
@@ -167,8 +162,8 @@ def test_gradients_flow_to_q_k_v(impl):
     out, weights = expect_output_tuple(outcome.output, 2, f"{call.signature()} returned", RETURNS)
     check_attention(out, weights, call, q, k, v)  # forward first
     q_, k_, v_ = (t.clone().requires_grad_() for t in (q, k, v))
-    out, weights = attention(q_, k_, v_)
-    torch.autograd.backward([out, weights], [g_out, g_w])
+    want = sdpa_expected(q_, k_, v_)
+    torch.autograd.backward([want.output, want.weights], [g_out, g_w])
     for name, arg, expected in (("q", "arg0", q_.grad), ("k", "arg1", k_.grad), ("v", "arg2", v_.grad)):
         check(outcome.input_grads.get(arg), expected,
               what=f"gradient of {name} after backward through {call.signature()}",

@@ -1,23 +1,20 @@
-"""Shared helpers of the public tests: calling the submission, checking results, and the oracles.
+"""Helpers of the public tests: calling your code, checking results with hints, random inputs.
 
-The oracles are PyTorch's own modules (nn.MultiheadAttention, nn.TransformerEncoderLayer) loaded
-with the same weights as your module, and formulas written out in the tests. Nothing here imports a
-solution: a test describes a call, the `impl` fixture runs it on your code, and the result is
-compared with what torch computes.
+Expected values come from autograder/oracles.py: PyTorch's own F.scaled_dot_product_attention,
+nn.MultiheadAttention and nn.TransformerEncoderLayer, loaded with the same weights as your module.
+Nothing here imports a solution: a test describes a call, the `impl` fixture runs it on your code,
+and the result is compared with what torch computes.
 """
-import math
-import warnings
-
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import errors
+from autograder import oracles
 from autograder.calls import Call
+from autograder.checks import constructed, expect_untouched
 from autograder.compare import Mismatch, expect, expect_tensor
+from autograder.oracles import F64
 
 NEG_INF = float("-inf")
-F64 = torch.float64
 # Devices the device-keeping tests use. CPU only: the public suite must behave the same on every
 # machine and under every isolation level (a sandboxed worker may not see a GPU). CUDA is checked
 # separately, on the course's GPU machines.
@@ -39,27 +36,13 @@ def _fresh(value):
     return value
 
 
-def _argument_names(call: Call, names):
-    named = {f"arg{i}": f"argument {i + 1}" for i in range(len(call.args))}
-    return [named.get(n, n) for n in names]
-
-
-def _check_not_mutated(call: Call, outcome) -> None:
-    expect(not outcome.mutated,
-           f"{call.signature()} modified its input(s) in place: "
-           f"{', '.join(_argument_names(call, outcome.mutated))}.",
-           hint="no function may change its arguments: use out-of-place operations (x = x + y, "
-                "masked_fill, x / s) instead of in-place ones (x += y, masked_fill_, x /= s).")
-
-
 def invoke(impl, target, *args, grad_outputs=None, **kwargs):
     """Calls the function `target` of the submission; returns (outcome, call)."""
-    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
     __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
     call = Call(target, tuple(_fresh(a) for a in args), {k: _fresh(v) for k, v in kwargs.items()},
                 grad_outputs=grad_outputs)
     outcome = impl.run(call)
-    _check_not_mutated(call, outcome)
+    expect_untouched(outcome, call)
     return outcome, call
 
 
@@ -96,7 +79,7 @@ def run_module(impl, target, init, *args, state=None, dtype=F64, training=False,
         first = message.strip().splitlines()[0]
         raise Mismatch(f"{call.signature()}: the test's weights do not fit your module: {first}",
                        detail=message, hint=STATE_HINT.get(target, "")) from None
-    _check_not_mutated(call, outcome)
+    expect_untouched(outcome, call)
     return outcome, call
 
 
@@ -170,40 +153,6 @@ def expect_output_tuple(output, n, what, hint):
     return tuple(output)
 
 
-def constructed(call: Call) -> str:
-    """How a constructor call reads in a message: `Name(arg=value, ...)`."""
-    return f"{call.target}({', '.join(f'{k}={v!r}' for k, v in (call.init or {}).items())})"
-
-
-def expect_raises(impl, exc_type, call: Call, hint: str):
-    """The call must raise `exc_type`. NotImplementedError and the grader's own errors (timeouts,
-    crashes, forbidden APIs) propagate as they are; any other exception is the wrong kind of error."""
-    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
-    what = constructed(call) if call.construct_only else call.signature()
-    try:
-        impl.run(call)
-    except exc_type:
-        return
-    except NotImplementedError:
-        raise
-    except errors.SubmissionError as err:
-        if not isinstance(err, errors.SubmissionRaised):
-            raise
-        wrong = err
-    except Mismatch:
-        raise
-    except Exception as err:  # noqa: BLE001 - whatever the submission raised, reported as such
-        wrong = err
-    else:
-        raise Mismatch(f"{what} returned normally; it should raise {exc_type.__name__}.", hint=hint)
-    kind = type(wrong).__name__
-    if isinstance(wrong, AssertionError):
-        hint = ("use `raise ValueError(...)`, not `assert`: asserts are removed under `python -O` and "
-                "are the wrong type of error for bad arguments.")
-    raise Mismatch(f"{what} raised {kind}, but the contract asks for {exc_type.__name__}.",
-                   detail=str(wrong).strip(), hint=hint) from None
-
-
 def blocked_positions_are_zero(weights, blocked, what):
     """weights (..., Lq, Lk) must be exactly 0.0 where `blocked` (broadcastable bool) is True."""
     __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
@@ -218,19 +167,34 @@ def blocked_positions_are_zero(weights, blocked, what):
                             "the softmax is not the same. For boolean masks True means blocked.")
 
 
+def check_dropped_weights(weights, clean, p, what, drop_hint, scale_hint):
+    """Training-mode attention weights: some, not all, dropped (exactly 0); the others are the
+    dropout-free weights `clean` scaled by 1/(1 - p)."""
+    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
+    expect_like(weights, clean, what)
+    dropped = weights == 0
+    expect(0 < int(dropped.sum()) < dropped.numel(),
+           f"{what}: {int(dropped.sum())} of {dropped.numel()} weights are 0; with dropout {p} about "
+           f"{p:.0%} should be.", hint=drop_hint)
+    kept = torch.where(dropped, torch.zeros_like(clean), clean / (1 - p))
+    check(weights, kept, what=f"{what} (the weights that survived dropout)",
+          suspects=[(lambda: torch.where(dropped, torch.zeros_like(clean), clean),
+                     "the weights that survive dropout are scaled by 1/(1 - p), as "
+                     "torch.nn.functional.dropout does.")],
+          hint=scale_hint)
+
+
 # --------------------------------------------------------------------------------------------------
 # Random data
 # --------------------------------------------------------------------------------------------------
 
 def randn(*shape, dtype=F64, scale=1.0):
-    return torch.randn(*shape, dtype=dtype) * scale
+    return oracles.randn(shape, dtype=dtype, scale=scale)
 
 
 def random_bool_mask(*shape, p=0.3):
     """True (blocked) with probability p, but never a whole row: every query keeps a key."""
-    mask = torch.rand(*shape) < p
-    mask[..., 0] = False
-    return mask
+    return oracles.random_blocked(shape, p=p)
 
 
 def random_lengths(batch, max_len):
@@ -241,123 +205,15 @@ def random_lengths(batch, max_len):
 
 
 def mhsa_state(d_model, bias=True, dtype=F64):
-    """Random weights for MultiHeadSelfAttention: the keys of its state_dict."""
-    scale = 1.0 / math.sqrt(d_model)
-    state = {"qkv.weight": randn(3 * d_model, d_model, dtype=dtype, scale=scale),
-             "out.weight": randn(d_model, d_model, dtype=dtype, scale=scale)}
-    if bias:
-        state["qkv.bias"] = randn(3 * d_model, dtype=dtype, scale=0.2)
-        state["out.bias"] = randn(d_model, dtype=dtype, scale=0.2)
-    return state
+    return oracles.mhsa_state(d_model, oracles.draws(dtype=dtype), bias=bias)
 
 
 def block_state(d_model, d_ff, dtype=F64):
-    """Random weights for TransformerBlock, LayerNorm affine parameters included (not 1 and 0)."""
-    state = {f"attn.{k}": v for k, v in mhsa_state(d_model, dtype=dtype).items()}
-    state |= {
-        "ff1.weight": randn(d_ff, d_model, dtype=dtype, scale=1 / math.sqrt(d_model)),
-        "ff1.bias": randn(d_ff, dtype=dtype, scale=0.2),
-        "ff2.weight": randn(d_model, d_ff, dtype=dtype, scale=1 / math.sqrt(d_ff)),
-        "ff2.bias": randn(d_model, dtype=dtype, scale=0.2),
-        "norm1.weight": 1 + randn(d_model, dtype=dtype, scale=0.5),
-        "norm1.bias": randn(d_model, dtype=dtype, scale=0.5),
-        "norm2.weight": 1 + randn(d_model, dtype=dtype, scale=0.5),
-        "norm2.bias": randn(d_model, dtype=dtype, scale=0.5),
-    }
-    return state
+    return oracles.block_state(d_model, d_ff, oracles.draws(dtype=dtype))
 
 
 # --------------------------------------------------------------------------------------------------
-# Oracles: torch's own modules with the same weights
-# --------------------------------------------------------------------------------------------------
-
-MHA_NAMES = {"qkv.weight": "in_proj_weight", "qkv.bias": "in_proj_bias",
-             "out.weight": "out_proj.weight", "out.bias": "out_proj.bias"}
-BLOCK_NAMES = {f"attn.{k}": f"self_attn.{v}" for k, v in MHA_NAMES.items()} | {
-    "ff1.weight": "linear1.weight", "ff1.bias": "linear1.bias",
-    "ff2.weight": "linear2.weight", "ff2.bias": "linear2.bias",
-    "norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias",
-    "norm2.weight": "norm2.weight", "norm2.bias": "norm2.bias",
-}
-
-
-def _load(module, state, names):
-    params = dict(module.named_parameters())
-    with torch.no_grad():
-        for ours, theirs in names.items():
-            if ours in state:
-                params[theirs].copy_(state[ours])
-    return module
-
-
-def torch_mha(state, d_model, num_heads, dropout=0.0, dtype=F64):
-    mha = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, bias="qkv.bias" in state,
-                                batch_first=True, dtype=dtype)
-    return _load(mha, state, MHA_NAMES).eval()
-
-
-def _like_queries(mask, dtype):
-    """torch's modules want float masks in the dtype of the queries."""
-    return mask if mask is None or mask.dtype == torch.bool else mask.to(dtype)
-
-
-def torch_attn_mask(attn_mask, batch, num_heads):
-    """Our attn_mask shapes -> nn.MultiheadAttention's: (L, L) stays, (B, 1|h, L, L) -> (B*h, L, L)."""
-    if attn_mask is None or attn_mask.dim() == 2:
-        return attn_mask
-    lq, lk = attn_mask.shape[-2:]
-    return attn_mask.expand(batch, num_heads, lq, lk).reshape(batch * num_heads, lq, lk)
-
-
-def mha_expected(state, x, num_heads, attn_mask=None, key_padding_mask=None, grad_output=None):
-    """What nn.MultiheadAttention computes with the same weights, in eval mode.
-
-    Returns (out (B, L, d_model), weights (B, h, L, L)), plus, when grad_output is given, the
-    gradients {"x": ..., "qkv.weight": ..., ...}.
-    """
-    x = x.detach().clone().requires_grad_(grad_output is not None)
-    mha = torch_mha(state, x.shape[-1], num_heads, dtype=x.dtype)
-    mask = _like_queries(torch_attn_mask(attn_mask, x.shape[0], num_heads), x.dtype)
-    key_padding_mask = _like_queries(key_padding_mask, x.dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # mixing a bool and a float mask is deprecated in torch
-        out, weights = mha(x, x, x, attn_mask=mask, key_padding_mask=key_padding_mask,
-                           need_weights=True, average_attn_weights=False)
-    if grad_output is None:
-        return out.detach(), weights.detach()
-    out.backward(grad_output)
-    params = dict(mha.named_parameters())
-    grads = {"x": x.grad} | {ours: params[theirs].grad for ours, theirs in MHA_NAMES.items() if ours in state}
-    return out.detach(), weights.detach(), grads
-
-
-def torch_block(state, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False,
-                layer_norm_eps=1e-5, dtype=F64):
-    layer = nn.TransformerEncoderLayer(d_model, num_heads, dim_feedforward=d_ff, dropout=dropout,
-                                       activation=activation, layer_norm_eps=layer_norm_eps,
-                                       batch_first=True, norm_first=norm_first, dtype=dtype)
-    return _load(layer, state, BLOCK_NAMES).eval()
-
-
-def block_expected(state, x, init, attn_mask=None, key_padding_mask=None, grad_output=None):
-    """What nn.TransformerEncoderLayer computes with the same weights and settings, in eval mode."""
-    x = x.detach().clone().requires_grad_(grad_output is not None)
-    layer = torch_block(state, dtype=x.dtype, **init)
-    mask = _like_queries(torch_attn_mask(attn_mask, x.shape[0], init["num_heads"]), x.dtype)
-    key_padding_mask = _like_queries(key_padding_mask, x.dtype)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = layer(x, src_mask=mask, src_key_padding_mask=key_padding_mask)
-    if grad_output is None:
-        return out.detach()
-    out.backward(grad_output)
-    params = dict(layer.named_parameters())
-    grads = {"x": x.grad} | {ours: params[theirs].grad for ours, theirs in BLOCK_NAMES.items()}
-    return out.detach(), grads
-
-
-# --------------------------------------------------------------------------------------------------
-# Typical mistakes, rebuilt from torch's modules (for hints)
+# Typical mistakes, as the weights torch's modules would need to make them (for hints)
 # --------------------------------------------------------------------------------------------------
 
 def scale_queries(state, factor, prefix=""):
@@ -393,21 +249,3 @@ def swapped_norms(state):
 
 def tanh_gelu(x):
     return F.gelu(x, approximate="tanh")
-
-
-# --------------------------------------------------------------------------------------------------
-# Formulas
-# --------------------------------------------------------------------------------------------------
-
-def additive(mask, dtype):
-    """The additive form of a mask: bool True -> -inf, False -> 0.0; a float mask as it is."""
-    return torch.where(mask, NEG_INF, 0.0).to(dtype) if mask.dtype is torch.bool else mask.to(dtype)
-
-
-def attention(q, k, v, mask=None, *, scale=None, dim=-1):
-    """softmax(q k^T * scale + mask) v with scale 1/sqrt(d_k): returns (out, weights)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
-    scores = scores if mask is None else scores + additive(mask, scores.dtype)
-    weights = scores.softmax(dim=dim)
-    return torch.matmul(weights, v), weights

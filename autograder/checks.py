@@ -1,0 +1,55 @@
+"""Checks that both test suites make on what a call did, with the messages students read.
+
+Values are compared with autograder.compare; the expected values come from autograder.oracles.
+"""
+from autograder import errors
+from autograder.calls import Call
+from autograder.compare import Mismatch, expect
+
+
+def constructed(call: Call) -> str:
+    """How a constructor call reads in a message: `Name(arg=value, ...)`."""
+    return f"{call.target}({', '.join(f'{k}={v!r}' for k, v in (call.init or {}).items())})"
+
+
+def expect_untouched(outcome, call: Call) -> None:
+    """No function may change its arguments in place."""
+    __tracebackhide__ = True  # failures point at the test and at the submission, not at this helper
+    expect(not outcome.mutated,
+           f"{call.signature()} modified its input(s) {', '.join(_argument_names(call, outcome.mutated))} in place.",
+           hint="no function may change its arguments: build new tensors with out-of-place operations "
+                "(x = x + y, masked_fill, x / s) instead of in-place ones (x += y, masked_fill_, x /= s, [...] =).")
+
+
+def _argument_names(call: Call, keys) -> list:
+    """The executor names positional arguments arg0, arg1, ...; say which argument they are."""
+    positional = {"scaled_dot_product_attention": ("q", "k", "v")}.get(call.target, ("x",) if call.init else ())
+    named = [positional[int(k[3:])] if k.startswith("arg") and int(k[3:]) < len(positional)
+             else f"argument {int(k[3:]) + 1}" if k.startswith("arg") else k for k in keys]
+    return named
+
+
+def expect_raises(impl, call: Call, exc_type, hint: str) -> None:
+    """The call must raise `exc_type`. NotImplementedError and the grader's own findings (timeouts,
+    crashes, forbidden APIs) propagate as they are; any other exception is the wrong kind of error."""
+    __tracebackhide__ = True  # failures point at the test and at the submission, not at this helper
+    what = constructed(call) if call.construct_only else call.signature()
+    try:
+        impl.run(call)
+    except exc_type:
+        return
+    except (NotImplementedError, Mismatch):
+        raise
+    except errors.SubmissionError as err:
+        if not isinstance(err, errors.SubmissionRaised):
+            raise
+        wrong = err
+    except Exception as err:  # noqa: BLE001 - whatever the submission raised, reported as such
+        wrong = err
+    else:
+        raise Mismatch(f"{what} returned normally; it should raise {exc_type.__name__}.", hint=hint)
+    if isinstance(wrong, AssertionError):
+        hint = ("use `raise ValueError(...)`, not `assert`: asserts are removed under `python -O` and "
+                "are the wrong type of error for bad arguments.")
+    raise Mismatch(f"{what} raised {type(wrong).__name__}, but the contract asks for {exc_type.__name__}.",
+                   detail=str(wrong).strip(), hint=hint) from None
