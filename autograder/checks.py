@@ -2,6 +2,8 @@
 
 Values are compared with autograder.compare; the expected values come from autograder.oracles.
 """
+import torch
+
 from autograder import errors
 from autograder.calls import Call
 from autograder.compare import Mismatch, expect
@@ -53,3 +55,36 @@ def expect_raises(impl, call: Call, exc_type, hint: str) -> None:
                 "are the wrong type of error for bad arguments.")
     raise Mismatch(f"{what} raised {type(wrong).__name__}, but the contract asks for {exc_type.__name__}.",
                    detail=str(wrong).strip(), hint=hint) from None
+
+
+def expect_tuple(output, n: int, call: Call, hint: str = "") -> tuple:
+    """A function that returns n values must return a tuple (or list) of n."""
+    __tracebackhide__ = True  # failures point at the test and at the submission, not at this helper
+    expect(isinstance(output, (tuple, list)) and len(output) == n,
+           f"{call.signature()} must return {n} values, got {_describe(output)}.", hint=hint)
+    return tuple(output)
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a single tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
+BLOCKED_HINT = ("blocked positions must get -inf added before the softmax, so that exp(-inf) = 0 exactly; a "
+                "large negative number (-1e9) or masking after the softmax is not the same. For boolean masks "
+                "True means blocked.")
+
+
+def expect_zero_where(weights, blocked, what: str, hint: str = BLOCKED_HINT) -> None:
+    """Attention weights (..., Lq, Lk) exactly 0.0 where `blocked` (broadcastable bool) is True: a
+    blocked key gets no attention at all, not just a little."""
+    __tracebackhide__ = True  # failures point at the test and at the submission, not at this helper
+    blocked = blocked.expand_as(weights)
+    leaks = blocked & (weights.detach() != 0)
+    if leaks.any():
+        first = tuple(int(i) for i in leaks.nonzero()[0])
+        raise Mismatch(f"{what}: {int(leaks.sum())} of {int(blocked.sum())} blocked positions are not exactly 0 "
+                       f"(first at index {first}: {weights[first].item()!r}).", hint=hint)

@@ -4,8 +4,9 @@ import torch
 from hypothesis import given
 
 from autograder.calls import Call
-from tests_hidden.support import (DTYPES, HeadsCase, examples, expect_close, expect_untouched, generator, heads_cases,
-                                  layout, randn, with_cases)
+from autograder.checks import expect_untouched
+from autograder.oracles import randn
+from tests_hidden.support import DTYPES, HeadsCase, examples, expect_close, generator, heads_cases, layout, with_cases
 
 pytestmark = pytest.mark.part("heads")
 LAYOUT_HINT = "head i holds features i*d_k:(i+1)*d_k: reshape to (B, L, h, d_k), then transpose(1, 2)."
@@ -19,7 +20,7 @@ def _split(x, h):
 
 
 def _inputs(case, shape):
-    return layout(randn(generator(case), shape, DTYPES[case.dtype]), case.contiguous)
+    return layout(randn(shape, generator(case), DTYPES[case.dtype]), case.contiguous)
 
 
 @examples(15)
@@ -50,7 +51,7 @@ def test_merge_heads(impl, case):
 def test_gradients_flow_back(impl, case):
     """Both are rearrangements, so a gradient comes back rearranged the other way."""
     x = _inputs(case, (case.B, case.L, case.h * case.d_k))
-    g = randn(generator(case, "grad"), (case.B, case.h, case.L, case.d_k))
+    g = randn((case.B, case.h, case.L, case.d_k), generator(case, "grad"))
     call = Call("split_heads", (x, case.h), grad_outputs=(g,))
     expect_close(impl.run(call).input_grads.get("arg0"), torch.cat(g.unbind(1), dim=-1), "gradient of x", call)
     call = Call("merge_heads", (g,), grad_outputs=(x,))

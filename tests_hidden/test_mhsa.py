@@ -5,12 +5,13 @@ import torch
 from hypothesis import example, given
 
 from autograder.calls import Call
+from autograder.checks import expect_raises, expect_tuple, expect_untouched, expect_zero_where
 from autograder.compare import expect
-from tests_hidden.support import (ATTN_MASKS, MhsaCase, blocked_of, check_causality, check_key_padding_invariance,
-                                  check_permutation_equivariance, examples, expect_close, expect_fraction,
-                                  expect_grads, expect_raises, expect_shape, expect_untouched, expect_zero_where,
-                                  generator, mhsa_call, mhsa_cases, mhsa_state, randn, sequence_inputs, torch_mha,
-                                  unpack, with_cases)
+from autograder.oracles import blocked_of, mha_expected, randn
+from tests_hidden.support import (ATTN_MASKS, MhsaCase, check_causality, check_key_padding_invariance,
+                                  check_permutation_equivariance, examples, expect_close, expect_fraction, expect_grads,
+                                  expect_shape, generator, mhsa_call, mhsa_cases, mhsa_state, sequence_inputs,
+                                  with_cases)
 
 pytestmark = pytest.mark.part("mhsa")
 EDGES = (MhsaCase(B=1, L=1, d_model=1, h=1), MhsaCase(B=1, L=4, d_model=4, h=4, attn_mask="causal"),
@@ -28,8 +29,8 @@ def test_matches_torch(impl, case):
     state = mhsa_state(case)
     call = mhsa_call(case, x, masks, state, need_weights=True)
     outcome = impl.run(call)
-    out, weights = unpack(outcome.output, 2, call)
-    want = torch_mha(case, state, x, masks)
+    out, weights = expect_tuple(outcome.output, 2, call)
+    want = mha_expected(state, x, case.h, **masks)
     expect_close(weights, want.weights, "attention weights (B, h, L, L)", call)
     expect_close(out, want.output, "output", call)
     expect_untouched(outcome, call)
@@ -50,9 +51,9 @@ def test_matches_reference_float32(impl, ref, case):
 def test_gradients_match_torch(impl, case):
     x, masks = sequence_inputs(case)
     state = mhsa_state(case)
-    g = randn(generator(case, "grad"), x.shape, x.dtype)
+    g = randn(x.shape, generator(case, "grad"), x.dtype)
     call = mhsa_call(case, x, masks, state, grad_outputs=(g,))
-    expect_grads(impl.run(call), torch_mha(case, state, x, masks, grad_output=g), call)
+    expect_grads(impl.run(call), mha_expected(state, x, case.h, **masks, grad_output=g), call)
 
 
 @pytest.mark.parametrize("d_model, num_heads, bias", [(12, 3, True), (8, 8, True), (7, 1, False)])
@@ -107,7 +108,7 @@ def test_key_padding_invariance(impl, case):
 def test_blocked_weights_are_exactly_zero(impl, case):
     x, masks = sequence_inputs(case)
     call = mhsa_call(case, x, masks, need_weights=True)
-    _, weights = unpack(impl.run(call).output, 2, call)
+    _, weights = expect_tuple(impl.run(call).output, 2, call)
     shape = (case.B, case.h, case.L, case.L)
     expect_shape(weights, shape, "attention weights", call)
     blocked = torch.zeros(shape, dtype=torch.bool)
@@ -115,7 +116,7 @@ def test_blocked_weights_are_exactly_zero(impl, case):
         blocked = blocked | blocked_of(masks["attn_mask"])
     if "key_padding_mask" in masks:
         blocked = blocked | blocked_of(masks["key_padding_mask"])[:, None, None, :]
-    expect_zero_where(weights, blocked, "attention weights", call,
+    expect_zero_where(weights, blocked, f"attention weights of {call.signature()}",
                       hint="attn_mask blocks (query, key) pairs, key_padding_mask blocks keys; both go into "
                            "the scores before the softmax.")
 
@@ -125,7 +126,7 @@ def test_eval_ignores_dropout(impl, ref):
     want = ref.run(mhsa_call(DROPOUT_CASE, x, {}, need_weights=True)).output
     for seed in (1, 2):
         call = mhsa_call(DROPOUT_CASE, x, {}, need_weights=True, init={"dropout": 0.5}, seed=seed)
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         expect_close(weights, want[1], "attention weights", call, hint="dropout applies in training mode only.")
         expect_close(out, want[0], "output", call, hint="dropout applies in training mode only.")
 
@@ -157,7 +158,7 @@ def test_training_dropout_on_weights(impl, ref):
     seen = []
     for seed in (1, 2):
         call = mhsa_call(case, x, {}, state, need_weights=True, init={"dropout": p}, training=True, seed=seed)
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         expect_shape(weights, clean.shape, "attention weights", call)
         kept = weights != 0
         expect_fraction(1 - kept.double().mean().item(), 0.15, 0.45,
@@ -199,7 +200,7 @@ def test_large_inputs_stay_finite(impl, ref):
         case = MhsaCase(B=2, L=6, d_model=8, h=2, attn_mask="causal", dtype=dtype)
         x, masks = sequence_inputs(case, scale=40.0)
         call = mhsa_call(case, x, masks, need_weights=True)
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         expect(bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
                f"{call.signature()} with large inputs returned inf or NaN.",
                hint="use torch.softmax, or subtract each row's maximum before exp().")

@@ -4,10 +4,11 @@ import torch
 from hypothesis import example, given
 
 from autograder.calls import Call
+from autograder.checks import expect_tuple, expect_untouched, expect_zero_where
 from autograder.compare import expect
-from tests_hidden.support import (SdpaCase, blocked_of, examples, expect_close, expect_fraction, expect_shape,
-                                  expect_untouched, expect_zero_where, generator, random_blocked, randn,
-                                  sdpa_cases, sdpa_inputs, unpack)
+from autograder.oracles import additive, blocked_of, randn, random_blocked
+from tests_hidden.support import (SdpaCase, examples, expect_close, expect_fraction, expect_shape, generator,
+                                  sdpa_cases, sdpa_inputs)
 
 pytestmark = pytest.mark.part("sdpa")
 SDPA = "scaled_dot_product_attention"
@@ -23,7 +24,7 @@ def test_matches_reference(impl, ref, case):
     args, kwargs = sdpa_inputs(case)
     call = Call(SDPA, args, kwargs)
     outcome = impl.run(call)
-    out, weights = unpack(outcome.output, 2, call)
+    out, weights = expect_tuple(outcome.output, 2, call)
     want_out, want_weights = ref.run(call).output
     expect_close(weights, want_weights, "weights", call)
     expect_close(out, want_out, "output", call)
@@ -36,10 +37,11 @@ def test_weights_are_distributions(impl, case):
     """Independent of any reference: rows sum to 1, blocked keys get exactly 0, nothing is negative."""
     args, kwargs = sdpa_inputs(case)
     call = Call(SDPA, args, kwargs)
-    _, weights = unpack(impl.run(call).output, 2, call)
+    _, weights = expect_tuple(impl.run(call).output, 2, call)
     shape = (*case.batch, case.Lq, case.Lk)
     expect_shape(weights, shape, "weights", call)
-    expect_zero_where(weights, blocked_of(kwargs["attn_mask"]).expand(shape), "weights", call, MASK_HINT)
+    expect_zero_where(weights, blocked_of(kwargs["attn_mask"]).expand(shape), f"weights of {call.signature()}",
+                      MASK_HINT)
     expect(bool((weights >= 0).all()), f"weights of {call.signature()}: some weights are negative.",
            hint="weights come out of a softmax, which is never negative.")
     expect_close(weights.sum(-1), torch.ones(shape[:-1], dtype=weights.dtype), "row sums of the weights", call,
@@ -52,7 +54,7 @@ def test_weights_are_distributions(impl, case):
 def test_gradients_match_reference(impl, ref, case):
     args, kwargs = sdpa_inputs(case)
     gen = generator(case, "grad")
-    grads = (randn(gen, (*case.batch, case.Lq, case.d_v)), randn(gen, (*case.batch, case.Lq, case.Lk)))
+    grads = (randn((*case.batch, case.Lq, case.d_v), gen), randn((*case.batch, case.Lq, case.Lk), gen))
     call = Call(SDPA, args, kwargs, grad_outputs=grads)
     got, want = impl.run(call), ref.run(call)
     for i, name in enumerate("qkv"):
@@ -63,14 +65,14 @@ def test_gradients_match_reference(impl, ref, case):
 
 def _qkv(seed, shape=(2, 3, 8, 4), scale=1.0, dtype=torch.float64):
     gen = torch.Generator().manual_seed(seed)
-    return tuple(randn(gen, shape, dtype, scale) for _ in range(3))
+    return tuple(randn(shape, gen, dtype, scale) for _ in range(3))
 
 
 def test_float32_mask_with_float64_inputs(impl, ref):
     q, k, v = _qkv(1)
-    mask = torch.zeros(8, 8).masked_fill(random_blocked(torch.Generator().manual_seed(2), (8, 8), 8), float("-inf"))
+    mask = additive(random_blocked((8, 8), torch.Generator().manual_seed(2), allowed_keys=8), torch.float32)
     call = Call(SDPA, (q, k, v), {"attn_mask": mask})
-    out, weights = unpack(impl.run(call).output, 2, call)
+    out, weights = expect_tuple(impl.run(call).output, 2, call)
     want_out, want_weights = ref.run(call).output
     expect_close(weights, want_weights, "weights", call)
     expect_close(out, want_out, "output", call)
@@ -80,7 +82,7 @@ def test_large_scores_stay_finite(impl, ref):
     """Scores in the thousands overflow exp() unless the softmax subtracts the row maximum."""
     for dtype in (torch.float64, torch.float32):
         call = Call(SDPA, _qkv(3, (2, 5, 16), scale=30.0, dtype=dtype))
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         expect(bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
                f"{call.signature()} with scores in the thousands returned inf or NaN.",
                hint="use torch.softmax, or subtract each row's maximum before exp().")
@@ -95,7 +97,7 @@ def test_eval_ignores_dropout(impl, ref):
     want_out, want_weights = ref.call(SDPA, q, k, v)
     for seed in (1, 2):
         call = Call(SDPA, (q, k, v), {"dropout_p": 0.5, "training": False}, seed=seed)
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         hint = "dropout applies only when training is true."
         expect_close(weights, want_weights, "weights", call, hint=hint)
         expect_close(out, want_out, "output", call, hint=hint)
@@ -104,7 +106,7 @@ def test_eval_ignores_dropout(impl, ref):
 def test_zero_dropout_in_training_changes_nothing(impl, ref):
     q, k, v = _qkv(5)
     call = Call(SDPA, (q, k, v), {"dropout_p": 0.0, "training": True})
-    out, weights = unpack(impl.run(call).output, 2, call)
+    out, weights = expect_tuple(impl.run(call).output, 2, call)
     want_out, want_weights = ref.call(SDPA, q, k, v)
     expect_close(weights, want_weights, "weights", call)
     expect_close(out, want_out, "output", call)
@@ -119,7 +121,7 @@ def test_training_dropout_on_weights(impl, ref):
     seen = []
     for seed in (1, 2):
         call = Call(SDPA, (q, k, v), {"dropout_p": p, "training": True}, seed=seed)
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         expect_shape(weights, clean.shape, "weights", call)
         kept = weights != 0
         expect_fraction(1 - kept.double().mean().item(), 0.1, 0.4,
@@ -138,9 +140,9 @@ def test_training_dropout_on_weights(impl, ref):
 def test_half_precision_keeps_dtype(impl):
     for dtype in (torch.float16, torch.bfloat16):
         q, k, v = _qkv(7, (2, 4, 8), dtype=dtype)
-        mask = random_blocked(torch.Generator().manual_seed(8), (4, 4), 4)
+        mask = random_blocked((4, 4), torch.Generator().manual_seed(8), allowed_keys=4)
         call = Call(SDPA, (q, k, v), {"attn_mask": mask})
-        out, weights = unpack(impl.run(call).output, 2, call)
+        out, weights = expect_tuple(impl.run(call).output, 2, call)
         for what, got, shape in (("output", out, (2, 4, 8)), ("weights", weights, (2, 4, 4))):
             expect_shape(got, shape, what, call)
             expect(got.dtype == dtype, f"{what} of {call.signature()}: expected dtype {dtype}, got {got.dtype}.",
@@ -153,6 +155,6 @@ def test_half_precision_keeps_dtype(impl):
 def test_inputs_untouched_with_gradients(impl, case):
     args, kwargs = sdpa_inputs(case)
     gen = generator(case, "grad")
-    grads = (randn(gen, (*case.batch, case.Lq, case.d_v)), randn(gen, (*case.batch, case.Lq, case.Lk)))
+    grads = (randn((*case.batch, case.Lq, case.d_v), gen), randn((*case.batch, case.Lq, case.Lk), gen))
     call = Call(SDPA, args, kwargs, grad_outputs=grads)
     expect_untouched(impl.run(call), call)

@@ -144,29 +144,6 @@ def expect_like(got, expected, what):
         expect_tensor(got, expected, what=what)
 
 
-def expect_output_tuple(output, n, what, hint):
-    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
-    expect(isinstance(output, (tuple, list)) and len(output) == n,
-           f"{what}: expected a tuple of {n}, got "
-           f"{type(output).__name__ if not isinstance(output, (tuple, list)) else f'{len(output)} items'}.",
-           hint=hint)
-    return tuple(output)
-
-
-def blocked_positions_are_zero(weights, blocked, what):
-    """weights (..., Lq, Lk) must be exactly 0.0 where `blocked` (broadcastable bool) is True."""
-    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
-    blocked = blocked.expand_as(weights)
-    leaked = (weights.detach() != 0) & blocked
-    if leaked.any():
-        where = tuple(int(i) for i in leaked.nonzero()[0])
-        raise Mismatch(f"{what}: {int(leaked.sum())} attention weights at blocked positions are not 0 "
-                       f"(first at index {where}: {weights[where].item()!r}).",
-                       hint="blocked positions must get -inf added before the softmax, so that "
-                            "exp(-inf) = 0 exactly; a large negative number (-1e9) or masking after "
-                            "the softmax is not the same. For boolean masks True means blocked.")
-
-
 def check_dropped_weights(weights, clean, p, what, drop_hint, scale_hint):
     """Training-mode attention weights: some, not all, dropped (exactly 0); the others are the
     dropout-free weights `clean` scaled by 1/(1 - p)."""

@@ -5,12 +5,11 @@ import pytest
 import torch
 
 from autograder.calls import Call
-from autograder.checks import expect_raises
+from autograder.checks import expect_raises, expect_tuple, expect_zero_where
 from autograder.compare import expect
 from autograder.oracles import F64, additive, causal_blocked, mha_expected, padding_blocked
-from tests_public.support import (blocked_positions_are_zero, check, check_dropped_weights, construct, expect_like,
-                                  expect_output_tuple, interleaved_qkv, mhsa_state, randn, random_bool_mask,
-                                  random_lengths, run_module, scale_queries)
+from tests_public.support import (check, check_dropped_weights, construct, expect_like, interleaved_qkv, mhsa_state,
+                                  randn, random_bool_mask, random_lengths, run_module, scale_queries)
 
 pytestmark = pytest.mark.part("mhsa")
 
@@ -70,7 +69,7 @@ def forward(impl, x, state, h=H, *, need_weights=True, dtype=F64, training=False
     outcome, call = run_module(impl, MHSA, init, x, state=state, dtype=dtype, training=training,
                                need_weights=need_weights, **masks)
     if need_weights:
-        out, weights = expect_output_tuple(outcome.output, 2, f"{call.signature()} returned", WEIGHTS_RETURNED)
+        out, weights = expect_tuple(outcome.output, 2, call, WEIGHTS_RETURNED)
         return out, weights, call
     return outcome.output, None, call
 
@@ -88,7 +87,7 @@ def check_against_torch(impl, x, state, h=H, attn_mask=None, key_padding_mask=No
             blocked |= (additive(mask, F64) == float("-inf")).reshape(shape or mask.shape)
     check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=LAYOUT,
           suspects=suspects(state, x, h, attn_mask, key_padding_mask, lambda r: r.weights))
-    blocked_positions_are_zero(weights, blocked, f"weights returned by {call.signature()}")
+    expect_zero_where(weights, blocked, f"weights returned by {call.signature()}")
     check(out, expected_out, what=f"output of {call.signature()}",
           hint="the attention weights are right but the output is not: merge the heads back to "
                "(B, L, d_model) in head order, then apply `out` (W^O).",

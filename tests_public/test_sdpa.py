@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder.oracles import F64, sdpa_expected
-from tests_public.support import (DEVICES, blocked_positions_are_zero, check, check_dropped_weights,
-                                  expect_output_tuple, invoke, randn, random_bool_mask)
+from autograder.checks import expect_tuple, expect_zero_where
+from tests_public.support import DEVICES, check, check_dropped_weights, invoke, randn, random_bool_mask
 
 pytestmark = pytest.mark.part("sdpa")
 
@@ -17,7 +17,7 @@ RETURNS = "return a tuple (out, weights): the attention output and the attention
 def sdpa(impl, *args, **kwargs):
     __tracebackhide__ = True
     outcome, call = invoke(impl, SDPA, *args, **kwargs)
-    out, weights = expect_output_tuple(outcome.output, 2, f"{call.signature()} returned", RETURNS)
+    out, weights = expect_tuple(outcome.output, 2, call, RETURNS)
     return out, weights, call
 
 
@@ -106,7 +106,7 @@ def test_bool_mask_true_positions_get_zero_weight(impl):
     mask = random_bool_mask(5, 7)  # (Lq, Lk): broadcast over batch and heads
     out, weights, call = sdpa(impl, q, k, v, attn_mask=mask)
     check_attention(out, weights, call, q, k, v, mask)
-    blocked_positions_are_zero(weights, mask, f"weights returned by {call.signature()}")
+    expect_zero_where(weights, mask, f"weights returned by {call.signature()}")
 
 
 def test_float_mask_is_added(impl):
@@ -114,7 +114,7 @@ def test_float_mask_is_added(impl):
     mask = torch.zeros(6, 6).masked_fill(random_bool_mask(6, 6), float("-inf"))  # float32 mask
     out, weights, call = sdpa(impl, q, k, v, attn_mask=mask)
     check_attention(out, weights, call, q, k, v, mask)
-    blocked_positions_are_zero(weights, mask == float("-inf"), f"weights returned by {call.signature()}")
+    expect_zero_where(weights, mask == float("-inf"), f"weights returned by {call.signature()}")
 
 
 def test_per_batch_mask_broadcasts_over_the_head_axis(impl):
@@ -122,7 +122,7 @@ def test_per_batch_mask_broadcasts_over_the_head_axis(impl):
     mask = random_bool_mask(2, 1, 5, 5)  # (B, 1, Lq, Lk)
     out, weights, call = sdpa(impl, q, k, v, mask)
     check_attention(out, weights, call, q, k, v, mask)
-    blocked_positions_are_zero(weights, mask, f"weights returned by {call.signature()}")
+    expect_zero_where(weights, mask, f"weights returned by {call.signature()}")
 
 
 def test_dropout_is_off_when_not_training(impl):
@@ -159,7 +159,7 @@ def test_gradients_flow_to_q_k_v(impl):
     q, k, v = randn(2, 5, 4), randn(2, 6, 4), randn(2, 6, 3)
     g_out, g_w = randn(2, 5, 3), randn(2, 5, 6)
     outcome, call = invoke(impl, SDPA, q, k, v, grad_outputs=(g_out, g_w))
-    out, weights = expect_output_tuple(outcome.output, 2, f"{call.signature()} returned", RETURNS)
+    out, weights = expect_tuple(outcome.output, 2, call, RETURNS)
     check_attention(out, weights, call, q, k, v)  # forward first
     q_, k_, v_ = (t.clone().requires_grad_() for t in (q, k, v))
     want = sdpa_expected(q_, k_, v_)
