@@ -19,6 +19,7 @@ from autograder.worker import WorkerProcess
 # After this many timeouts or crashes a function is no longer called and fails fast instead: each
 # costs a worker restart (seconds), and hypothesis would otherwise call it again while shrinking.
 STRIKES = 2
+HELLO_BYTES = 64 << 10  # the worker's first reply: "ready", or why the import failed
 
 
 class Backend:
@@ -75,6 +76,7 @@ class WorkerBackend(Backend):
         self._import_failure = None
         self._strikes = defaultdict(list)  # function -> the errors (timeout, crash) it caused
         self.output_log = []
+        self.confinement = []  # what the worker applied to itself (sandbox/confine.py), in words
 
     def _run(self, call: Call) -> Outcome:
         if len(self._strikes[call.target]) >= STRIKES:
@@ -91,7 +93,8 @@ class WorkerBackend(Backend):
                 f"{call.signature()} did not finish within {self.limits.call_timeout:g} s "
                 "(an infinite loop, or a Python loop over every element?)") from None
         except (EOFError, OSError, wire.WireError) as err:
-            why = worker.exit_description() if not isinstance(err, wire.WireError) else f"sent garbage ({err})"
+            why = (worker.exit_description() if not isinstance(err, wire.WireError)
+                   else f"sent garbage ({errors.clean_text(err, 200)})")
             self._strikes[call.target].append(errors.SubmissionCrashed)
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code {why} during {call.signature()}") from None
@@ -102,7 +105,7 @@ class WorkerBackend(Backend):
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code sent a malformed reply to {call.target}")
         if reply["status"] == "raised":
-            raise errors.raised(str(reply.get("type")), str(reply.get("message")), str(reply.get("traceback", "")))
+            raise errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""))
         result = reply.get("result")
         fields = {"output": None, "input_grads": dict, "param_grads": dict, "attributes": dict,
                   "mutated": list, "forbidden": list}
@@ -114,8 +117,9 @@ class WorkerBackend(Backend):
         for grads in (result["input_grads"], result["param_grads"]):
             if not all(g is None or type(g) is torch.Tensor for g in grads.values()):
                 raise errors.SubmissionCrashed(f"gradients of {call.target} are not plain tensors")
+        result["attributes"] = _clean_strings(result["attributes"])
         result["mutated"] = mutated_inputs(call, reply.get("inputs"))
-        result["forbidden"] = [str(f) for f in result["forbidden"]]
+        result["forbidden"] = [errors.clean_text(f, 200) for f in result["forbidden"][:20]]
         return Outcome(**result)
 
     def _ensure_worker(self) -> WorkerProcess:
@@ -125,13 +129,20 @@ class WorkerBackend(Backend):
             return self._worker
         worker = WorkerProcess(self.path, self._isolation, self.limits, self.hidden)
         try:
-            hello = worker.receive(self.limits.import_timeout)
+            hello = worker.receive(self.limits.import_timeout, HELLO_BYTES)
         except TimeoutError:
             failure = f"importing your mhsa.py did not finish within {self.limits.import_timeout:g} s"
-        except (EOFError, OSError, wire.WireError):
+        except (EOFError, OSError):
             failure = f"the process importing your mhsa.py {worker.exit_description()}"
+        except wire.WireError as err:
+            failure = f"the process importing your mhsa.py sent garbage ({errors.clean_text(err, 200)})"
+        except BaseException:
+            worker.stop()  # never leave a worker behind, whatever went wrong here
+            raise
         else:
             failure = _import_failure_text(hello)
+            if failure is None and isinstance(hello.get("confinement"), list):
+                self.confinement = [errors.clean_text(line, 200) for line in hello["confinement"][:8]]
         if failure is not None:
             self._worker = worker
             self._stop()
@@ -167,14 +178,45 @@ def mutated_inputs(call: Call, inputs) -> list:
             and not (type(back.get(name)) is torch.Tensor and executor.same_bits(back[name], mine.detach()))]
 
 
+def _clean_strings(value):
+    """Every string inside `value` (module attributes) capped and without control characters."""
+    if isinstance(value, str):
+        return errors.clean_text(value, 200)
+    if isinstance(value, dict):
+        return {errors.clean_text(k, 200): _clean_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clean_strings(v) for v in value)
+    return value
+
+
 def _import_failure_text(hello) -> str | None:
     if isinstance(hello, dict) and hello.get("status") == "ready":
         return None
     if isinstance(hello, dict) and hello.get("status") == "import_error":
-        kind, message = str(hello.get("type")), str(hello.get("message"))
-        where = str(hello.get("traceback", ""))
+        kind, message = errors.clean_text(hello.get("type"), 100), errors.clean_text(hello.get("message"))
+        where = errors.clean_text(hello.get("traceback", ""))
         return f"importing your mhsa.py raised {kind}: {message}\n{where}".rstrip()
     return "the process importing your mhsa.py sent a malformed reply"
+
+
+class BrokenBackend(Backend):
+    """A submission that could not be imported in this process: every call fails with the reason."""
+
+    isolation = "none"
+
+    def __init__(self, name, reason):
+        self.name, self.reason = name, reason
+
+    def _run(self, call):
+        raise errors.SubmissionImportError(f"could not import your mhsa.py: {self.reason}")
+
+
+def open_in_process(path: Path) -> Backend:
+    """The submission imported here for debugging, or a backend that reports why it cannot be."""
+    try:
+        return in_process(path)
+    except (errors.SubmissionImportError, SyntaxError) as err:
+        return BrokenBackend(str(path), f"{type(err).__name__}: {err}")
 
 
 def in_process(path: Path) -> InProcessBackend:

@@ -5,6 +5,21 @@ traceback) and is raised again here. Built-in types are kept, so `pytest.raises(
 whether the submission ran in-process or in the worker; nothing from the worker is unpickled.
 """
 import builtins
+import re
+
+# Control characters other than newline and tab: escape sequences in text from a submission would
+# redraw the terminal of whoever reads it (a fake score table), or break a results file's viewer.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+TEXT_CAP = 4000  # characters of any one text from the worker: an exception message, a traceback
+
+
+def clean_text(value, cap: int = TEXT_CAP) -> str:
+    """Text from the worker made safe to show: a string (whatever it was sent as), without control
+    characters, at most `cap` characters with a marker saying how much was cut."""
+    text = CONTROL.sub("?", value if isinstance(value, str) else str(value)[:cap])
+    if len(text) > cap:
+        text = text[:cap] + f" [... cut: {len(text):,} characters]"
+    return text
 
 
 class SubmissionError(Exception):
@@ -39,6 +54,8 @@ def raised(type_name: str, message: str, student_traceback: str) -> SubmissionEr
 
     Its text starts with the type's name: a bare MemoryError or SystemExit has no message at all.
     """
+    type_name, message, student_traceback = (clean_text(type_name, 100), clean_text(message),
+                                             clean_text(student_traceback))
     text = f"{type_name}: {message}".rstrip(": ")
     if student_traceback:
         text += f"\n\nWhere it was raised in your code:\n{student_traceback}"

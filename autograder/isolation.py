@@ -29,6 +29,9 @@ SANDBOX_WORKER_DIR = "/tmp/.autograder-worker"  # under the sandbox's own /tmp: 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
                 "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
+# Read at run time by torch (CPU features) and the C library; nothing about other processes.
+RUNTIME_FILES = ("/dev/null", "/dev/zero", "/dev/urandom", "/proc/cpuinfo", "/sys/devices/system/cpu")
+SCRATCH_BYTES = 64 << 20  # the sandbox's /tmp and worker folder: memory-backed, so bounded
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,27 @@ class Isolation:
         return sandbox_argv(Path(workdir), hidden), f"{SANDBOX_WORKER_DIR}/worker_main.py", []
 
 
+def readable_paths() -> list[str]:
+    """What the worker may read at either level (its Landlock allowlist; in the sandbox, also the
+    only things mounted): system libraries, the Python installation, its own code, a few devices."""
+    paths = [*SYSTEM_DIRS, *SYSTEM_FILES, *map(str, python_roots()), str(WORKER_DIR), SANDBOX_WORKER_DIR,
+             *RUNTIME_FILES]
+    if glob.glob("/dev/nvidia*"):  # CUDA, for gpu_checks' timing session
+        paths += ["/sys", *glob.glob("/dev/nvidia*")]
+    return [p for p in paths if os.path.lexists(p) or p == SANDBOX_WORKER_DIR]
+
+
+def writable_devices() -> list[str]:
+    return ["/dev/null", *sorted(glob.glob("/dev/nvidia*"))]
+
+
 def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    """The bubblewrap command line up to the Python interpreter: a view built from nothing but
+    readable_paths(), read-only, with a size-limited private /tmp and worker folder in memory (the
+    worker folder's files are mounted into it read-only), no network, its own PID namespace."""
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc",
+            *scratch_tmpfs("/tmp")]
     visible = []
     for path in SYSTEM_DIRS + SYSTEM_FILES:
         if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
@@ -69,9 +90,28 @@ def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
             argv += ["--tmpfs", str(path.resolve())]
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path.resolve())]
-    return argv + ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR,
-                   "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--remount-ro", "/",
-                   *PYTHON]
+    argv += ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR, *scratch_tmpfs(str(workdir))]
+    for file in sorted(Path(workdir).iterdir()) if Path(workdir).is_dir() else ():  # the submission (and gpu_checks' entry script)
+        argv += ["--ro-bind", str(file), str(file)]
+    return argv + ["--chdir", str(workdir), "--remount-ro", "/", *PYTHON]
+
+
+def scratch_tmpfs(path: str) -> list[str]:
+    """A writable, memory-backed folder at `path`, limited to SCRATCH_BYTES where bubblewrap can
+    limit it (--size, bubblewrap 0.7+); writable by the unprivileged user the worker becomes."""
+    limits = ["--size", str(SCRATCH_BYTES)] if bwrap_supports("--size") else []
+    perms = ["--perms", "1777"] if bwrap_supports("--perms") else []
+    return [*perms, *limits, "--tmpfs", path]
+
+
+@lru_cache(maxsize=None)
+def bwrap_supports(option: str) -> bool:
+    try:
+        usage = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True,
+                               text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return f"{option} " in usage.stdout + usage.stderr
 
 
 def python_roots() -> list[Path]:

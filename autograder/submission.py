@@ -1,8 +1,18 @@
-"""What a TA hands the grader (a .py file, a folder, a notebook) turned into one mhsa.py to grade."""
+"""What a TA hands the grader (a .py file, a folder, a notebook) turned into one mhsa.py to grade.
+
+Everything handed in is untrusted, the paths included: a file is read through one descriptor
+opened without following a symbolic link at its last component, only if it is a regular file, and
+only up to MAX_SUBMISSION_BYTES, so a link to the reference, to /proc/self/cwd/... or to /dev/zero
+gets refused instead of copied.
+"""
+import os
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+MAX_SUBMISSION_BYTES = 4 << 20  # far above any real mhsa.py or notebook (the reference is ~20 KB)
 
 
 class GradingError(Exception):
@@ -18,8 +28,9 @@ class Submission:
 
 
 def load(path: Path, workdir: Path) -> Submission:
-    """Copy (or extract) the submission into `workdir`; never imports or runs it."""
+    """Copy (or extract) the submission into `workdir`; never imports or runs it, never follows links."""
     path = Path(path)
+    refuse_link(path)
     if not path.exists():
         raise GradingError(f"{path}: no such file or folder")
     target = Path(workdir) / "mhsa.py"
@@ -27,28 +38,63 @@ def load(path: Path, workdir: Path) -> Submission:
     if path.suffix == ".ipynb":
         from autograder import notebook
 
-        source, answers = notebook.extract_submission(path)
+        copy = Path(workdir) / "submission.ipynb"  # extracted from a private copy, never from the link
+        copy.write_bytes(read_regular(path))
+        source, answers = notebook.extract_submission(copy)
         target.write_text(source)
         return Submission(path.stem, path, target, answers)
     if path.is_dir():
-        folder = path / "assignment" if (path / "assignment" / "mhsa.py").is_file() else path
-        notebooks = sorted(folder.glob("*.ipynb"))
-        if not (folder / "mhsa.py").is_file() and notebooks:
+        refuse_link(path / "assignment")  # a linked folder would lead anywhere, O_NOFOLLOW or not
+        folder = path / "assignment" if _regular(path / "assignment" / "mhsa.py") else path
+        notebooks = sorted(p for p in folder.glob("*.ipynb") if _regular(p))
+        if not _regular(folder / "mhsa.py") and notebooks:
             return load(notebooks[0], workdir)
-        if not (folder / "mhsa.py").is_file():
+        if not os.path.lexists(folder / "mhsa.py"):
             raise_missing(path)
-        shutil.copyfile(folder / "mhsa.py", target)
+        target.write_bytes(read_regular(folder / "mhsa.py"))
         knowledge_file = folder / "knowledge.py"
     elif path.suffix == ".py":
-        shutil.copyfile(path, target)
+        target.write_bytes(read_regular(path))
     else:
         raise GradingError(f"{path}: expected a .py file, a .ipynb notebook or a folder holding mhsa.py")
     answers = None
-    if knowledge_file is not None and knowledge_file.is_file():
+    if knowledge_file is not None and os.path.lexists(knowledge_file):
         from autograder import knowledge
 
-        answers = knowledge.read_answers(knowledge_file.read_text(errors="replace"))
+        answers = knowledge.read_answers(read_regular(knowledge_file).decode("utf-8", "replace"))
     return Submission(path.name.removesuffix(".py"), path, target, answers)
+
+
+def refuse_link(path: Path) -> None:
+    """GradingError if `path` is a symbolic link: batch and Gradescope discovery call this on every
+    entry they find, and `load` on what it is handed, so no link is ever graded."""
+    if Path(path).is_symlink():
+        raise GradingError(f"{path}: is a symbolic link, which is not graded: hand in the file itself")
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of `path`, which must be a regular file (not a link, FIFO or device) of at most
+    MAX_SUBMISSION_BYTES; checked on the open descriptor, so the file cannot be swapped in between."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        if Path(path).is_symlink():
+            refuse_link(path)
+        raise GradingError(f"{path}: cannot be read ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise GradingError(f"{path}: is not a regular file")
+        if info.st_size > MAX_SUBMISSION_BYTES:
+            raise GradingError(f"{path}: {info.st_size:,} bytes is over the {MAX_SUBMISSION_BYTES:,} byte limit")
+        data = stream.read(MAX_SUBMISSION_BYTES + 1)
+    if len(data) > MAX_SUBMISSION_BYTES:  # grew while being read
+        raise GradingError(f"{path}: over the {MAX_SUBMISSION_BYTES:,} byte limit")
+    return data
+
+
+def _regular(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
 
 
 def raise_missing(path):

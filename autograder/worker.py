@@ -11,12 +11,17 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.isolation import Isolation
+from autograder.isolation import Isolation, python_roots, readable_paths, writable_devices
 from autograder.rubric import Limits
 from autograder.sandbox import wire
 
 REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
 TOKEN_VAR = "AUTOGRADER_WORKER_TOKEN"
+REPLY_FLOOR_BYTES = 16 << 20
+# Largest file a worker may write (RLIMIT_FSIZE), and in the sandbox the size of its folder and of its
+# /tmp (memory-backed): enough for scratch files, far from filling the host's disk or memory.
+WORKER_FILE_BYTES = 64 << 20
+NOBODY = 65534
 REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
 SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -62,14 +67,22 @@ class WorkerProcess:
         self.workdir = Path(tempfile.mkdtemp(prefix="mhsa-worker-"))
         copy = self.workdir / "mhsa.py"
         copy.write_bytes(Path(submission).read_bytes())
+        if entry is not None:
+            Path(self.workdir / Path(entry).name).write_bytes(Path(entry).read_bytes())
+        if os.geteuid() == 0:  # the worker drops root for nobody (sandbox/confine.py): its folder is nobody's
+            for path in (self.workdir, *self.workdir.iterdir()):
+                os.chown(path, NOBODY, NOBODY)
+            self.workdir.chmod(0o711)  # bubblewrap, root in its own user namespace, must reach the files
         prefix, script, denied = isolation.command(self.workdir, hidden)
         self.sandboxed = isolation.level == "sandbox"
         config = {"memory_bytes": limits.memory_mb << 20, "cpu_seconds": limits.cpu_seconds,
-                  "denied_paths": denied, "write_dirs": [str(self.workdir)],
-                  "worker_dir": os.path.dirname(script)}
+                  "file_bytes": WORKER_FILE_BYTES, "denied_paths": denied, "write_dirs": [str(self.workdir)],
+                  "read_paths": readable_paths(), "python_paths": [str(r) for r in python_roots()],
+                  "write_paths": [str(self.workdir), *writable_devices()], "worker_dir": os.path.dirname(script),
+                  # CUDA starts threads of its own; the timing session runs no student code on them
+                  "allow_threads": entry is not None}
         if entry is not None:
             script = str(self.workdir / Path(entry).name)
-            Path(script).write_bytes(Path(entry).read_bytes())
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -77,20 +90,27 @@ class WorkerProcess:
         self.token = secrets.token_hex(16)
         env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--",
+            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.workdir), "--",
              *prefix, script, str(req_r), str(resp_w), str(copy), json.dumps(config)],
             stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w, lifeline_r),
             cwd=self.workdir, env=env, start_new_session=True)
         for fd in (req_r, resp_w, out_w, lifeline_r):
             os.close(fd)
+        os.set_blocking(self._req_w, False)  # writes wait with a deadline (wire.write_frame)
         self.output = CappedOutput(out_r, limits.output_bytes)
 
-    def request(self, payload: bytes, timeout: float):
-        wire.write_frame(self._req_w, payload)
-        return self.receive(timeout)
+    def request(self, payload: bytes, timeout: float, max_reply: int | None = None):
+        """Sends one request and returns the reply; `timeout` covers both ways (a worker that stops
+        reading costs it too). The reply may be at most `max_reply` bytes (default: reply_limit)."""
+        deadline = time.monotonic() + timeout
+        wire.write_frame(self._req_w, payload, deadline)
+        return self._receive(deadline, reply_limit(payload) if max_reply is None else max_reply)
 
-    def receive(self, timeout: float):
-        return wire.decode(wire.read_frame(self._resp_r, time.monotonic() + timeout))
+    def receive(self, timeout: float, max_bytes: int = wire.MAX_FRAME_BYTES):
+        return self._receive(time.monotonic() + timeout, max_bytes)
+
+    def _receive(self, deadline: float, max_bytes: int):
+        return wire.decode(wire.read_frame(self._resp_r, deadline, max_bytes))
 
     def exit_description(self) -> str:
         """Why the worker is gone, in words a student understands."""
@@ -127,6 +147,13 @@ class WorkerProcess:
         kill_leftovers(self.token, self.proc.pid)
         self.output.text(wait=2)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def reply_limit(payload: bytes) -> int:
+    """The largest reply a request may get: its outputs, gradients and returned inputs are of the
+    order of what was sent (inputs, weights, output gradients), plus room for small calls whose
+    output outgrows their arguments (causal_mask(n) is n x n)."""
+    return min(wire.MAX_FRAME_BYTES, REPLY_FLOOR_BYTES + 4 * len(payload))
 
 
 def signal_name(number: int) -> str:

@@ -1,7 +1,9 @@
 """Supervisor of one worker: when the worker ends, or the grader lets go of it, every process the
 worker started dies too, whatever session or process group it moved itself to.
 
-Started by autograder.worker as `python -I reaper.py LIFELINE_FD -- COMMAND...`; it runs COMMAND
+Started by autograder.worker as `python -I reaper.py LIFELINE_FD [--remove DIR] -- COMMAND...`; it
+removes DIR (the worker's folder) once everything is dead, so a folder outlives neither the worker
+nor a grader killed with SIGKILL. It runs COMMAND
 (the worker, or bubblewrap around it) as its child and never runs student code itself. On Linux it
 makes itself a child subreaper, so a descendant orphaned by a double fork is re-parented here rather
 than to init, where nothing could find it again; killing children until none are left then kills
@@ -13,6 +15,7 @@ import ctypes
 import os
 import resource
 import select
+import shutil
 import signal
 import sys
 
@@ -20,7 +23,9 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 def main():
-    lifeline, command = int(sys.argv[1]), sys.argv[3:]
+    lifeline, split = int(sys.argv[1]), sys.argv.index("--")
+    command, options = sys.argv[split + 1:], sys.argv[2:split]
+    remove = options[options.index("--remove") + 1] if "--remove" in options else None
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # mirroring a SIGSEGV must not dump a core
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -43,6 +48,8 @@ def main():
         os.read(wake_r, 512)
         status = reap(worker)
     kill_children()
+    if remove:
+        shutil.rmtree(remove, ignore_errors=True)
     exit_like(status)
 
 

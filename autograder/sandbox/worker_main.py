@@ -9,11 +9,14 @@ import os
 import resource
 import sys
 import traceback
+import types
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `python -I` leaves it out
+WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, WORKER_DIR)  # `python -I` leaves it out
 
 import torch  # noqa: E402  (imported before the audit hook: torch loads its libraries at import)
 
+import confine  # noqa: E402
 import executor  # noqa: E402
 import wire  # noqa: E402
 
@@ -24,9 +27,12 @@ BLOCKED_EVENTS = {
     "subprocess.Popen": "starting processes", "pty.spawn": "starting processes",
     "os.kill": "signalling processes", "os.killpg": "signalling processes",
     "signal.pthread_kill": "signalling processes",
-    "socket.connect": "network access", "socket.bind": "network access",
-    "socket.sendto": "network access",
+    "socket.__new__": "network access", "socket.connect": "network access",
+    "socket.bind": "network access", "socket.sendto": "network access", "socket.sendmsg": "network access",
+    "socket.getaddrinfo": "network access", "socket.gethostbyname": "network access",
 }
+# The worker's own modules: out of the submission's reach once it is loaded (see hide_worker).
+WORKER_MODULES = ("executor", "wire", "confine", "worker_main")
 SUBMISSION_PATH = None
 READ_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
                "os.remove", "os.symlink", "os.link"}
@@ -49,17 +55,23 @@ def main(execute=executor.execute):
     torch.set_num_threads(1)
     warm_up()
     sys.dont_write_bytecode = True  # `python -I` ignores PYTHONDONTWRITEBYTECODE
-    sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs")))
-    module, failure = load_submission(submission)
-    wire.write_frame(resp_fd, wire.encode(failure or {"status": "ready"}))
+    source, failure = read_source(submission)
+    confinement = confine_self(config)
+    sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs"),
+                                [*config.get("write_dirs", ()), WORKER_DIR]))
+    decode, encode, read_frame, write_frame = wire.decode, wire.encode, wire.read_frame, wire.write_frame
+    hide_worker()
+    if failure is None:
+        module, failure = load_submission(source, submission)
+    write_frame(resp_fd, encode(failure or {"status": "ready", "confinement": confinement}))
     if failure:
         return
     while True:
         try:
-            request = wire.decode(wire.read_frame(req_fd))
+            request = decode(read_frame(req_fd))
         except EOFError:
             return
-        wire.write_frame(resp_fd, encode_reply(answer(module, request, execute)))
+        write_frame(resp_fd, encode_reply(answer(module, request, execute), encode))
 
 
 def warm_up():
@@ -77,15 +89,53 @@ def set_limits(config):
     if cpu:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    size = config.get("file_bytes")
+    if size:  # a file written past this fails (SIGXFSZ is ignored, so write() returns EFBIG)
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
-def audit_hook(denied_paths, write_dirs=None):
-    """A tripwire, not a wall (Python's audit hooks can be dodged from C); the sandbox is the wall.
+def confine_self(config):
+    """Landlock, the privilege drop and seccomp (confine.py), each as far as this machine allows;
+    what was applied, in words. Refused only when asked for by config["require_confinement"]."""
+    done = []
+    steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()), f"/proc/{os.getpid()}"],
+                                                    config.get("write_paths", ()))),
+             ("user", lambda: confine.drop_root(config.get("python_paths", ()))),
+             ("seccomp", lambda: confine.seccomp(bool(config.get("allow_threads"))))]
+    for name, step in steps:
+        try:
+            done.append(step())
+        except OSError as err:
+            done.append(f"{name}: failed ({err.strerror})")
+    return done
 
-    Denies reads of `denied_paths` and, when `write_dirs` is given, any change to the filesystem
-    outside them.
+
+def hide_worker():
+    """Removes the worker's modules from where a submission could find them: its sys.modules entries
+    (and __main__, this script), and its folder from sys.path, so that `import executor` finds
+    nothing. The main loop keeps its own references to the functions it needs."""
+    for name in WORKER_MODULES:
+        sys.modules.pop(name, None)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    while WORKER_DIR in sys.path:
+        sys.path.remove(WORKER_DIR)
+
+
+def audit_hook(denied_paths, write_dirs=None, own_dirs=()):
+    """A tripwire, not a wall (Python's audit hooks can be dodged from C); Landlock, seccomp and the
+    sandbox are the walls.
+
+    Denies reads of `denied_paths` (but never of `own_dirs`, the worker's folders, even when a
+    denied path holds them: hiding /tmp must not hide the worker's folder in it), opening a folder
+    that holds a denied path (its descriptor, as dir_fd, would reach inside it: the event does not
+    carry dir_fd), relative paths that climb with "..", and, when `write_dirs` is given, any change
+    to the filesystem outside them.
     """
     denied = tuple(os.path.realpath(p) for p in denied_paths)
+    own = tuple(os.path.realpath(p) for p in own_dirs)
     writable = None if write_dirs is None else tuple(os.path.realpath(p) for p in write_dirs)
 
     def hook(event, args):
@@ -93,9 +143,14 @@ def audit_hook(denied_paths, write_dirs=None):
             raise PermissionError(f"the grader does not allow {BLOCKED_EVENTS[event]} ({event})")
         if event not in READ_EVENTS and event not in WRITE_EVENTS:
             return
-        paths = [os.path.realpath(os.fsdecode(a)) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+        raw = [os.fsdecode(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+        if any(not os.path.isabs(p) and ".." in p.split(os.sep) for p in raw):
+            raise PermissionError("the grader does not allow relative paths that climb out with '..'")
+        paths = [os.path.realpath(p) for p in raw]
         for path in paths if denied and event in READ_EVENTS else ():
-            if _inside(path, denied):
+            if _inside(path, own):
+                continue
+            if _inside(path, denied) or (event == "open" and any(_inside(d, (path,)) for d in denied)):
                 raise PermissionError(f"the grader does not allow access to {path}")
         if writable is not None and (event in WRITE_EVENTS or is_write(event, args)):
             for path in paths[1:] if event in COPY_EVENTS else paths:
@@ -120,16 +175,28 @@ def is_write(event, args):
     return isinstance(flags, int) and bool(flags & WRITE_FLAGS)
 
 
-def load_submission(path):
-    import importlib.util
+def read_source(path):
+    """(the submission's text, None) or (None, the import failure): it must be UTF-8, the encoding
+    the grader's static scan reads it in, whatever coding line it declares (a `# coding: utf-7`
+    line would otherwise make Python run what the scan never saw)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        return None, {"status": "import_error", "type": "SyntaxError",
+                      "message": f"mhsa.py is not UTF-8 text ({err.reason} at byte {err.start})", "traceback": ""}
 
+
+def load_submission(source, path):
+    """The submission as module `mhsa`, compiled from `source` (text: a coding line is ignored)."""
     global SUBMISSION_PATH
     SUBMISSION_PATH = path
     try:
-        spec = importlib.util.spec_from_file_location("mhsa", path)
-        module = importlib.util.module_from_spec(spec)
+        module = types.ModuleType("mhsa")
+        module.__file__ = path
         sys.modules["mhsa"] = module
-        spec.loader.exec_module(module)
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
         return module, None
     except BaseException as err:  # noqa: BLE001 - a submission may raise anything, SystemExit too
         return None, {"status": "import_error", **describe_exception(err)}
@@ -147,13 +214,13 @@ def answer(module, request, execute=executor.execute):
     return reply
 
 
-def encode_reply(reply):
+def encode_reply(reply, encode=wire.encode):
     """The reply as bytes; a result that cannot be sent (a tensor whose data cannot be read) is
     reported as an error of the call rather than crashing the worker."""
     try:
-        return wire.encode(reply)
+        return encode(reply)
     except BaseException as err:  # noqa: BLE001 - a student's object may fail in any way when read
-        return wire.encode({"status": "raised", "type": "TypeError",
+        return encode({"status": "raised", "type": "TypeError",
                             "message": f"the result could not be sent back to the grader: "
                                        f"{type(err).__name__}: {str(err)[:500]}", "traceback": ""})
 
