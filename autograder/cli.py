@@ -9,6 +9,7 @@ COMMANDS = {
     "release": "autograder.commands.release",
     "gradescope": "autograder.commands.gradescope",
     "gradebook": "autograder.commands.gradebook",
+    "report": "autograder.commands.report",
 }
 
 

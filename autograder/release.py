@@ -40,7 +40,8 @@ RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "p
 NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
 RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
-                            "autograder/gradescope.py", "autograder/commands/gradebook.py"]
+                            "autograder/gradescope.py", "autograder/commands/gradebook.py",
+                            "autograder/commands/report.py", "autograder/classreport"]
 
 
 def build_release(out: Path) -> Path:

@@ -1,0 +1,113 @@
+"""Grades for the LMS: the roster join, a generic CSV and Canvas's gradebook import CSV.
+
+Every row carries the course's maximum (the most common graded maximum). A student on the roster
+without a grade gets an explicit blank and a warning, never a silent 0: in Canvas a blank leaves the
+cell ungraded, a 0 would count.
+"""
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+# Canvas's gradebook import: these five identity columns, then one column per assignment; the row
+# after the header gives each assignment's points possible.
+CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+CANVAS_POINTS_ROW = "Points Possible"
+# Roster columns: our names, and Canvas's own (a Canvas gradebook export plus a `submission` column works).
+ROSTER_COLUMNS = {"submission": ("submission",), "name": ("name", "Student"), "id": ("id", "ID"),
+                  "sis_user_id": ("sis_user_id", "SIS User ID"), "login": ("login", "SIS Login ID"),
+                  "section": ("section", "Section")}
+
+
+@dataclass
+class Student:
+    submission: str
+    name: str = ""
+    id: str = ""
+    sis_user_id: str = ""
+    login: str = ""
+    section: str = ""
+
+
+def read_roster(path: Path) -> list:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        found = {ours: next((c for c in names if c in (reader.fieldnames or [])), None)
+                 for ours, names in ROSTER_COLUMNS.items()}
+        if found["submission"] is None:
+            raise ValueError(f"{path}: the roster needs a 'submission' column (the file name of the student's "
+                             "submission, or their nbgrader student id)")
+        return [Student(**{ours: (row.get(col) or "").strip() for ours, col in found.items() if col})
+                for row in reader if (row.get(found["submission"]) or "").strip()]
+
+
+def _key(text: str) -> str:
+    return text.strip().lower().removesuffix(".py").removesuffix(".ipynb")
+
+
+def join(records, roster) -> tuple:
+    """([(Student, Record or None)] in roster order, then records nobody on the roster claims with a
+    Student of their own name; [warnings])."""
+    if roster is None:
+        return [(Student(r.name, name=r.name), r) for r in records], []
+    by_key = {}
+    for r in records:
+        for k in r.keys:
+            by_key.setdefault(_key(k), r)
+    rows, claimed, warnings = [], set(), []
+    for student in roster:
+        record = by_key.get(_key(student.submission))
+        rows.append((student, record))
+        if record is None:
+            warnings.append(f"{student.name or student.submission} ({student.submission}) is on the roster but "
+                            "has no submission: left blank, not 0")
+        else:
+            claimed.add(record.name)
+    for r in records:
+        if r.name not in claimed:
+            warnings.append(f"{r.name}: graded but not on the roster: in the generic CSV without an LMS identity, "
+                            "left out of the Canvas CSV")
+            rows.append((None, r))
+    return rows, warnings
+
+
+def score_cell(student, record, warnings: list) -> str:
+    if record is None:
+        return ""
+    if not record.graded:
+        name = student.name if student else ""
+        who = record.name if name in ("", record.name) else f"{name} ({record.name})"
+        warnings.append(f"{who}: no grade ({record.status}): left blank, not 0; see its results")
+        return ""
+    return f"{record.score:.2f}"
+
+
+def generic_csv(rows, maximum, part_names) -> tuple:
+    """(CSV text, warnings): id, name, login, section, score, max, percentage, then one column per part."""
+    out, warnings = io.StringIO(), []
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "sis_user_id", "login", "name", "section", "submission", "score", "max", "percentage",
+                     *part_names])
+    for student, record in rows:
+        s = student or Student("")
+        score = score_cell(student, record, warnings)
+        parts = [f"{record.parts[p]['score']:.2f}" if record and record.graded and record.parts.get(p, {}).get("graded")
+                 else "" for p in part_names]
+        writer.writerow([s.id, s.sis_user_id, s.login, s.name, s.section, record.name if record else s.submission,
+                         score, f"{maximum:g}", f"{100 * float(score) / maximum:.1f}" if score and maximum else "",
+                         *parts])
+    return out.getvalue(), warnings
+
+
+def canvas_csv(rows, maximum, assignment: str) -> tuple:
+    """(CSV text, warnings) for Canvas's gradebook import: roster students only (Canvas needs their identity)."""
+    out, warnings = io.StringIO(), []
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CANVAS_IDENTITY, assignment])
+    writer.writerow([CANVAS_POINTS_ROW, "", "", "", "", f"{maximum:g}"])
+    for student, record in rows:
+        if student is None:
+            continue
+        score = score_cell(student, record, warnings)
+        writer.writerow([student.name, student.id, student.sis_user_id, student.login, student.section, score])
+    return out.getvalue(), warnings

@@ -1,0 +1,176 @@
+"""What the class report reads: grades (a batch folder, a Gradescope export, an nbgrader gradebook
+export) as one list of Records, and the submissions' source code for the similarity check.
+
+Every field of a results file is read with a default: a results file written by an older or newer
+grader, or by hand, still reports what it has.
+"""
+import csv
+import json
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import batch, submission
+
+BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
+KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
+         NBGRADER: "an nbgrader gradebook export (per-student totals only)"}
+NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
+# Texts the grader writes when a forbidden API zeroes a part: the static scan's "line N: ... forbids" /
+# "... does not allow" notes, and the runtime check's "... used X, which this assignment forbids".
+FORBIDDEN_TEXT = re.compile(r"forbids|does not allow")
+FORBIDDEN_OUTPUT = "This part scores 0: "
+
+
+@dataclass
+class Record:
+    """One student's grade, whatever the source."""
+    name: str
+    score: float | None
+    max_score: float | None
+    status: str = "graded"                    # or batch.FAILURES; "no submission" (nbgrader)
+    isolation: str = ""
+    parts: dict = field(default_factory=dict)  # part -> {score, max_score, graded, notes, diagnosis}
+    tests: list = field(default_factory=list)
+    forbidden: list = field(default_factory=list)
+    flags: list = field(default_factory=list)
+    keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
+    output: str = ""                          # the results' top-level text (why a grade is missing)
+
+    @property
+    def graded(self) -> bool:
+        return self.status == "graded" and self.score is not None
+
+
+def detect(path: Path) -> str:
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        return NBGRADER
+    if not path.is_dir():
+        raise ValueError(f"{path}: expected a batch's results folder, a Gradescope export folder or an "
+                         "nbgrader gradebook CSV (`nbgrader export`)")
+    if any(read_results(p) for p in path.glob("*.json")):
+        return BATCH
+    if any(_gradescope_results(p) for p in path.iterdir() if p.is_dir()):
+        return GRADESCOPE
+    raise ValueError(f"{path}: no results files (NAME.json from `grade --batch`, or SUBMISSION/results.json "
+                     "from a Gradescope export)")
+
+
+def load(path: Path) -> tuple:
+    """(kind, records sorted by name)."""
+    kind = detect(path)
+    records = {BATCH: _batch, GRADESCOPE: _gradescope, NBGRADER: _nbgrader}[kind](Path(path))
+    return kind, sorted(records, key=lambda r: r.name)
+
+
+def read_results(path: Path) -> dict | None:
+    """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
+    grader's own files, older ones, and other autograders' alike); None for anything else."""
+    try:
+        data = json.loads(Path(path).read_text(errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
+        return data
+    return None
+
+
+def from_results(data: dict, name: str, keys=()) -> Record:
+    extra = data.get("extra_data") or {}
+    parts = {p: dict(v) for p, v in (extra.get("parts") or {}).items() if isinstance(v, dict)}
+    tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
+    forbidden = extra.get("forbidden")
+    if forbidden is None:  # results written before the grader recorded them: read them from the texts
+        forbidden = [note for p in parts.values() for note in p.get("notes") or [] if FORBIDDEN_TEXT.search(note)]
+        forbidden += [line.removeprefix(FORBIDDEN_OUTPUT) for t in tests
+                      for line in (t.get("output") or "").splitlines() if line.startswith(FORBIDDEN_OUTPUT)]
+    score = data.get("score")
+    return Record(name=name, score=float(score) if isinstance(score, (int, float)) else None,
+                  max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
+                  isolation=extra.get("isolation", ""), parts=parts, tests=tests,
+                  forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
+                  keys=tuple(dict.fromkeys([name, *keys])), output=str(data.get("output") or ""))
+
+
+def _batch(folder: Path) -> list:
+    return [from_results(data, p.stem) for p in sorted(folder.glob("*.json"))
+            if (data := read_results(p)) is not None]
+
+
+def _gradescope(folder: Path) -> list:
+    """A Gradescope export: one folder per submission (submission_<id>/, holding results.json or
+    results/results.json) and submission_metadata.yml naming each folder's submitters."""
+    metadata = _gradescope_metadata(folder / "submission_metadata.yml")
+    records = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        results = _gradescope_results(sub)
+        if results is None:
+            continue
+        submitters = metadata.get(sub.name, [])
+        name = ", ".join(s["name"] for s in submitters if s.get("name")) or sub.name
+        keys = [sub.name, *(s.get(k) for s in submitters for k in ("sid", "email", "name") if s.get(k))]
+        records.append(from_results(read_results(results), name, keys))
+    return records
+
+
+def _gradescope_results(folder: Path) -> Path | None:
+    for candidate in (folder / "results.json", folder / "results" / "results.json"):
+        if read_results(candidate) is not None:
+            return candidate
+    return None
+
+
+def _gradescope_metadata(path: Path) -> dict:
+    """folder -> [{name, sid, email}]; Gradescope writes Ruby-style keys (':submitters', ':name')."""
+    if not path.is_file():
+        return {}
+    import yaml
+
+    data = yaml.safe_load(path.read_text(errors="replace")) or {}
+    out = {}
+    for folder, info in data.items():
+        submitters = (info or {}).get(":submitters") or (info or {}).get("submitters") or []
+        out[str(folder)] = [{k.lstrip(":"): str(v) for k, v in s.items() if v is not None}
+                            for s in submitters if isinstance(s, dict)]
+    return out
+
+
+def _nbgrader(path: Path) -> list:
+    """`nbgrader export`'s CSV: one row per student and assignment. nbgrader writes a score of 0 with
+    an empty timestamp for a student who submitted nothing: that is "no submission" here, not a 0."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not NBGRADER_COLUMNS <= set(rows[0]):
+        raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed)")
+    records = []
+    for row in rows:
+        submitted = bool(row.get("timestamp", "x").strip())
+        name = " ".join(filter(None, (row.get("first_name", "").strip(), row.get("last_name", "").strip())))
+        records.append(Record(name=row["student_id"], score=_number(row["score"]) if submitted else None,
+                              max_score=_number(row["max_score"]), status="graded" if submitted else "no submission",
+                              keys=tuple(filter(None, (row["student_id"], row.get("email", ""), name)))))
+    return records
+
+
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def submission_sources(folder: Path) -> tuple:
+    """({submission name: the mhsa.py that is graded}, [what could not be read]) for a batch's input
+    folder, with the batch's own names and the grader's own reading of .py files, folders and notebooks."""
+    sources, problems = {}, []
+    with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
+        for sub in batch.discover(Path(folder)):
+            workdir = Path(tmp) / sub.name
+            workdir.mkdir()
+            try:
+                sources[sub.name] = submission.load(sub.path, workdir).source.read_text(errors="replace")
+            except (submission.GradingError, OSError, ValueError) as err:
+                problems.append(f"{sub.name}: {err}")
+    return sources, problems

@@ -1,0 +1,322 @@
+"""The class report and the LMS exports, run as an instructor runs them: `python -m autograder report`."""
+import csv
+import json
+import re
+import statistics
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from autograder import release
+from autograder.classreport import exports, sources, tables
+from autograder.paths import REPO
+from tests.class_report_fixtures import DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, make_class
+
+ASSIGNMENT = "MHSA (4711)"
+
+
+def report(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", "report", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def read_csv(path: Path) -> list:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def by_first(rows: list) -> dict:
+    return {row[0]: row for row in rows[1:]}
+
+
+class Tables(HTMLParser):
+    """The tables of a page as {id: [[cell text]]}, the names behind <details> and the page's images."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tables, self.details, self.images, self._table, self._cell, self._in_details = {}, [], [], None, None, False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self._table = self.tables.setdefault(attrs.get("id"), [])
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = ""
+        elif tag == "details":
+            self._in_details = True
+            self.details.append("")
+        elif tag == "img":
+            self.images.append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._table[-1].append(self._cell.strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "details":
+            self._in_details = False
+
+    def handle_data(self, data):
+        if self._in_details:
+            self.details[-1] += data
+        elif self._cell is not None:
+            self._cell += data
+
+
+def assert_page_matches_csv(page: Tables, out: Path) -> int:
+    """Every table on the page has the cells of its CSV file (names columns aside); returns how many."""
+    for table_id, rows in page.tables.items():
+        written = read_csv(out / f"report-{table_id}.csv")
+        shown_columns = len(rows[0])
+        assert [row[:shown_columns] for row in written] == rows, table_id
+    return len(page.tables)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    facts = make_class(root)
+    roster = root / "roster.csv"
+    with open(roster, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", "name", "id", "sis_user_id", "login", "section"])
+        for i, name in enumerate(facts.names[:-1]):  # the last student is missing from the roster
+            writer.writerow([f"{name}.py", f"Student {i + 1}", 1000 + i, f"S{i:04d}", f"{name}@uni.edu", "A"])
+        writer.writerow(["student31", "Absent Student", 2000, "S9999", "absent@uni.edu", "B"])
+    out = root / "out"
+    run = report(facts.results, "--submissions", facts.submissions, "--roster", roster, "--format", "canvas",
+                 "--assignment", ASSIGNMENT, "--out", out)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return facts, out, run.stdout, Tables((out / "report.html").read_text())
+
+
+def test_page_shows_the_same_numbers_as_the_csv(generated):
+    _, out, _, page = generated
+    assert assert_page_matches_csv(page, out) == 8
+    assert set(page.tables) == {"summary", "parts", "hardest-tests", "misconceptions", "integrity", "similarity",
+                                "timing", "students"}
+
+
+def test_summary_and_parts_match_the_results_files(generated):
+    facts, out, _, _ = generated
+    data = {n: json.loads((facts.results / f"{n}.json").read_text()) for n in facts.names}
+    graded = {n: d for n, d in data.items() if n != facts.timed_out}
+    summary = {row[0]: row[1] for row in read_csv(out / "report-summary.csv")[1:]}
+    assert summary["results"] == "30" and summary["graded"] == "29" and summary["without a grade"] == "1"
+    assert summary["course maximum"] == "95.00"
+    assert summary["mean"] == f"{statistics.mean(d['score'] for d in graded.values()):.2f}"
+    assert summary["median"] == f"{statistics.median(d['score'] for d in graded.values()):.2f}"
+    parts = by_first(read_csv(out / "report-parts.csv"))
+    sdpa = [d["extra_data"]["parts"]["sdpa"]["score"] for d in graded.values()]
+    assert parts["sdpa"][1:] == ["29", "20.00", f"{statistics.mean(sdpa):.2f}", f"{statistics.median(sdpa):.2f}",
+                                 f"{100 * sum(s == 20 for s in sdpa) / 29:.1f}%"]
+    assert parts["knowledge"][1] == "1"  # graded for one student only
+
+
+def test_misconceptions_are_counted_sorted_and_name_their_students(generated):
+    facts, out, _, page = generated
+    rows = read_csv(out / "report-misconceptions.csv")
+    expected = sorted(facts.misconceptions.items(), key=lambda kv: -len(kv[1]))
+    assert [(r[0], int(r[1]), r[3].split("; ")) for r in rows[1:]] == [(d, len(w), w) for d, w in expected]
+    assert rows[1][2] == "block, mhsa, sdpa" and rows[1][0] == NO_SCALE
+    for _, who in expected:  # the names sit behind a <details> element, in the order of the table
+        assert any(detail.replace("who", "", 1).strip() == ", ".join(who) for detail in page.details)
+
+
+def test_integrity_names_the_forbidden_api_the_tampering_the_timeout_and_the_isolation(generated):
+    facts, out, _, page = generated
+    rows = [tuple(r) for r in read_csv(out / "report-integrity.csv")[1:]]
+    assert (facts.forbidden, "forbidden API", FORBIDDEN_NOTE) in rows
+    assert (facts.tampered, "tampering flag", FLAG) in rows
+    assert any(r[:2] == (facts.timed_out, "timeout") and "300 s" in r[2] for r in rows)
+    assert (facts.process_level, "isolation", "graded at the 'process' level, not 'sandbox'") in rows
+    assert len(rows) == 4  # nobody else: a clean student is not flagged
+    assert "process (1), sandbox (29)" in (out / "report.html").read_text()
+
+
+def test_similarity_finds_the_near_identical_pair_and_nothing_else(generated):
+    facts, out, _, _ = generated
+    rows = read_csv(out / "report-similarity.csv")[1:]
+    assert [tuple(r[:2]) for r in rows] == [facts.near_identical]
+    assert float(rows[0][2]) >= 0.95
+    html = (out / "report.html").read_text()
+    assert f"{facts.near_identical[0]} and {facts.near_identical[1]}: side by side" in html
+    columns = re.findall(r"<pre>(.*?)</pre>", html, re.S)
+    assert len(columns) == 2
+    for column in columns:  # the shared code is highlighted in both: nearly all of it
+        marked = "".join(re.findall(r"<mark>(.*?)</mark>", column, re.S))
+        assert len(marked) > 0.8 * len(re.sub(r"<[^>]+>", "", column))
+
+
+def test_similarity_ignores_the_stub_text():
+    stub = (REPO / "assignment" / "mhsa.py").read_text()
+    from autograder.classreport import similarity
+
+    pairs, too_small = similarity.similar_pairs({"a": stub, "b": stub + "\n# nothing written\n"})
+    assert pairs == [] and too_small == ["a", "b"]
+
+
+def test_timing_ratios_are_read_from_the_timing_rows(generated):
+    facts, out, _, _ = generated
+    rows = read_csv(out / "report-timing.csv")[1:]
+    got = {}
+    for student, case, ratio, threshold, verdict in rows:
+        got.setdefault(student, []).append(float(ratio))
+        assert threshold == "2.00" and verdict == ("passed" if float(ratio) <= 2 else "failed")
+        assert case in TIMING_CASES
+    assert got == facts.ratios
+    assert f"No ratio could be read for: {facts.unreadable_timing}" in (out / "report.html").read_text()
+
+
+def test_parse_timing_is_conservative():
+    text = ("case  pairs  ratio  interval      threshold  verdict\n"
+            "tiny float32 fwd  20  1.50  [1.40, 1.60]  2  passed\n"
+            "tiny bfloat16 fwd  -  -  -  -  not run\n")
+    assert tables.parse_timing(text) == [{"case": "tiny float32 fwd", "ratio": 1.5, "threshold": 2.0,
+                                          "verdict": "passed"}]
+    assert tables.parse_timing("CUDA timing: failed. your code could not be imported") == []
+    assert tables.parse_timing("ratio 1.5 threshold 2") == []
+
+
+def test_hardest_tests_carry_the_docstring_of_the_test():
+    descriptions = tables.test_descriptions()
+    assert descriptions[("hidden", "block", "test_defaults_match_torch")].startswith(
+        "TransformerBlock(d_model, num_heads, d_ff) is nn.TransformerEncoderLayer's default layout")
+    record = sources.from_results(json.loads((DATA / "buggy_no_scale.json").read_text()), "x")
+    rows = tables.hardest_tests([record], descriptions).rows
+    described = {row[2]: row[5] for row in rows}
+    assert described["block::test_defaults_match_torch"] == descriptions[("hidden", "block", "test_defaults_match_torch")]
+    assert described["mhsa::test_eval_ignores_dropout"] == "eval ignores dropout"  # no docstring: its name in words
+    assert all(row[3] == "100.0%" for row in rows)
+
+
+def test_canvas_csv_has_canvas_columns_and_points_possible_row(generated):
+    facts, out, stdout, _ = generated
+    rows = read_csv(out / "canvas.csv")
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", ASSIGNMENT]
+    assert rows[1] == ["Points Possible", "", "", "", "", "95"]
+    students = {r[0]: r for r in rows[2:]}
+    assert len(students) == 30  # the roster: 29 with a submission, one without
+    results = {n: json.loads((facts.results / f"{n}.json").read_text()) for n in facts.names}
+    assert students["Student 1"] == ["Student 1", "1000", "S0000", "student01@uni.edu", "A",
+                                     f"{results['student01']['score']:.2f}"]
+    assert students["Absent Student"][5] == ""  # blank, never a silent 0
+    timed_out = facts.names.index(facts.timed_out)
+    assert students[f"Student {timed_out + 1}"][5] == ""
+    assert "Absent Student (student31) is on the roster but has no submission: left blank, not 0" in stdout
+    assert f"Student {timed_out + 1} ({facts.timed_out}): no grade (timeout): left blank, not 0" in stdout
+    assert f"{facts.names[-1]}: graded but not on the roster" in stdout
+
+
+def test_generic_export_uses_the_course_maximum_for_everyone(generated):
+    facts, out, stdout, _ = generated
+    rows = read_csv(out / "grades-export.csv")
+    assert rows[0][:9] == ["id", "sis_user_id", "login", "name", "section", "submission", "score", "max", "percentage"]
+    assert {r[7] for r in rows[1:]} == {"95"}
+    other = next(r for r in rows if r[5] == facts.other_maximum)
+    assert other[8] == f"{100 * float(other[6]) / 95:.1f}"
+    assert f"another maximum than the course's 95: {facts.other_maximum} (100)" in stdout
+    assert next(r for r in rows if r[5] == "student31")[6] == ""
+    assert next(r for r in rows if r[5] == facts.names[-1])[:5] == ["", "", "", "", ""]  # not on the roster
+
+
+def test_canvas_needs_a_roster(generated):
+    facts, *_ = generated
+    run = report(facts.results, "--format", "canvas", "--out", facts.results.parent / "no-roster")
+    assert run.returncode == 2 and "--format canvas needs --roster" in run.stdout
+
+
+def test_report_says_when_submissions_were_not_given(tmp_path):
+    run = report(DATA, "--out", tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "Not checked: the submissions were not given" in html
+    assert "similarity not checked: --submissions was not given" in run.stdout
+    assert read_csv(tmp_path / "report-misconceptions.csv")[1][:2] == [NO_SCALE, "1"]
+
+
+def test_gradescope_export_is_read_with_its_submitters(tmp_path):
+    export = tmp_path / "assignment_42_export"
+    for folder, name in (("submission_1001", "reference_copy"), ("submission_1002", "buggy_no_scale")):
+        (export / folder / "results").mkdir(parents=True)
+        (export / folder / "results" / "results.json").write_text((DATA / f"{name}.json").read_text())
+        (export / folder / "mhsa.py").write_text((REPO / "reference" / "mhsa.py").read_text())
+    (export / "submission_metadata.yml").write_text(
+        "submission_1001:\n  :submitters:\n  - :name: Ada Lovelace\n    :sid: '111'\n    :email: ada@uni.edu\n"
+        "  :score: 90.0\n"
+        "submission_1002:\n  :submitters:\n  - :name: Alan Turing\n    :sid: '222'\n    :email: alan@uni.edu\n")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,submission\n"
+                      "\"Lovelace, Ada\",1,111,ada,A,111\n\"Turing, Alan\",2,222,alan,A,alan@uni.edu\n")
+    run = report(export, "--roster", roster, "--format", "canvas", "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stdout + run.stderr
+    students = by_first(read_csv(tmp_path / "out" / "report-students.csv"))
+    assert students["Ada Lovelace"][1] == "90.00" and students["Alan Turing"][1] == "55.89"
+    canvas = read_csv(tmp_path / "out" / "canvas.csv")
+    assert canvas[2:] == [["Lovelace, Ada", "1", "111", "ada", "A", "90.00"],
+                          ["Turing, Alan", "2", "222", "alan", "A", "55.89"]]
+    # The export holds the code too: both hand in the reference, which the similarity check finds.
+    assert [r[:2] for r in read_csv(tmp_path / "out" / "report-similarity.csv")[1:]] == [["Ada Lovelace", "Alan Turing"]]
+
+
+def test_nbgrader_export_gives_totals_only_and_blank_for_no_submission(tmp_path):
+    gradebook = tmp_path / "grades.csv"  # the columns `nbgrader export` writes
+    gradebook.write_text(
+        "assignment,duedate,timestamp,student_id,last_name,first_name,email,raw_score,late_submission_penalty,"
+        "score,max_score\n"
+        "mhsa,,2026-11-01 10:00:00,ada,Lovelace,Ada,ada@uni.edu,80.0,0.0,80.0,95.0\n"
+        "mhsa,,2026-11-01 11:00:00,alan,Turing,Alan,alan@uni.edu,95.0,0.0,95.0,95.0\n"
+        "mhsa,,,grace,Hopper,Grace,grace@uni.edu,0.0,0.0,0.0,95.0\n")
+    run = report(gradebook, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stdout + run.stderr
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "per-student totals only" in html and "nbgrader gradebook export" in html
+    assert "hardest-tests" not in html  # no tests in a gradebook export: no empty sections pretending otherwise
+    summary = {r[0]: r[1] for r in read_csv(tmp_path / "out" / "report-summary.csv")[1:]}
+    assert summary["graded"] == "2" and summary["mean"] == "87.50"
+    export = {r[5]: r for r in read_csv(tmp_path / "out" / "grades-export.csv")[1:]}
+    assert export["grace"][6] == "" and export["ada"][6] == "80.00" and export["ada"][8] == "84.2"
+    assert "grace: no grade (no submission): left blank, not 0" in run.stdout
+
+
+def test_forbidden_list_from_the_grader_is_preferred_to_the_notes():
+    data = json.loads((DATA / "reference_copy.json").read_text())
+    data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]
+    data["extra_data"]["parts"]["mhsa"]["notes"] = ["line 3: imports torch.ops, which this assignment does not allow",
+                                                    "another note"]
+    assert sources.from_results(data, "x").forbidden == data["extra_data"]["forbidden"]
+    del data["extra_data"]["forbidden"]
+    assert sources.from_results(data, "x").forbidden == data["extra_data"]["parts"]["mhsa"]["notes"][:1]
+
+
+def test_results_with_missing_fields_are_still_read(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"score": 3, "tests": [{"name": "odd"}], "extra_data": {}}))
+    (tmp_path / "b.json").write_text(json.dumps({"score": 5}))
+    (tmp_path / "notes.json").write_text(json.dumps(["not", "results"]))
+    kind, records = sources.load(tmp_path)
+    assert kind == sources.BATCH and [(r.name, r.score, r.status) for r in records] == [("a", 3.0, "graded"),
+                                                                                        ("b", 5.0, "graded")]
+
+
+def test_roster_accepts_canvas_column_names(tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text("\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,submission\nAda,1,111,ada,A,ada.py\n")
+    assert exports.read_roster(path) == [exports.Student("ada.py", "Ada", "1", "111", "ada", "A")]
+    path.write_text("name,id\nAda,1\n")
+    with pytest.raises(ValueError, match="'submission' column"):
+        exports.read_roster(path)
+
+
+def test_student_release_does_not_offer_the_report(tmp_path):
+    out = release.build_release(tmp_path / "mhsa-student")
+    assert not (out / "autograder" / "classreport").exists()
+    run = subprocess.run([sys.executable, "-m", "autograder", "report", "x"], cwd=out, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 2 and "invalid choice: 'report'" in run.stderr
