@@ -21,7 +21,7 @@ ROOT_VAR = "AUTOGRADER_ROOT"
 # What the grader needs at grading time, relative to the repository; folders are copied whole.
 BUNDLE_CONTENT = ["autograder", "tests_public", "tests_hidden", "reference", "gpu_checks", "course/notebook",
                   "rubric.toml", "pyproject.toml"]
-PACKAGES = ("torch", "numpy", "pytest", "hypothesis", "nbformat")  # pinned from requirements.txt
+PACKAGES = ("torch", "numpy", "pytest", "hypothesis", "nbformat", "tomli")  # pinned from requirements.txt
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder image.
@@ -32,12 +32,15 @@ if command -v apt-get >/dev/null 2>&1; then
     # The sandbox isolation level; without it (or without user namespaces) grading falls back to
     # the process level and every results.json says which level was used.
     apt-get install -y -qq bubblewrap || echo "bubblewrap not installed: process-level isolation"
-    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-        apt-get install -y -qq python3.11 python3.11-venv
-    fi
+    # Debian and Ubuntu ship the venv module's pip installer apart from Python itself.
+    python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 fi
-PYTHON="$(command -v python3.11 || command -v python3)"
-"$PYTHON" -m venv /autograder/venv
+# The image's own Python grades (3.10 on Ubuntu 22.04 images); requirements.txt adds what 3.10 lacks.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    echo "setup.sh: grading needs Python 3.10 or newer; this image has $(python3 --version 2>&1)" >&2
+    exit 1
+fi
+python3 -m venv /autograder/venv
 /autograder/venv/bin/python -m pip install -q --upgrade pip
 /autograder/venv/bin/python -m pip install -q -r requirements.txt
 """

@@ -7,10 +7,10 @@ values assigned to Q<n>_ANSWER, through ast.literal_eval, so no student code eve
 """
 import ast
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import toml
 from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
 
 QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
@@ -71,7 +71,7 @@ class Unreadable:
 
 
 def questions(path: Path = QUESTIONS_FILE) -> list:
-    data = tomllib.loads(Path(path).read_text())
+    data = toml.loads(Path(path).read_text())
     found = [Question(**q) for q in data["question"]]
     kinds = set(FORM) | {"written"}
     for q in found:
@@ -90,7 +90,7 @@ def load_key(path: Path = KEY_FILE) -> dict:
     if not Path(path).is_file():
         raise FileNotFoundError(f"the knowledge-check key {path} is missing (it is never released to "
                                 "students: grade the knowledge check on the instructor's repository)")
-    return tomllib.loads(Path(path).read_text())
+    return toml.loads(Path(path).read_text())
 
 
 def read_answers(source: str) -> dict:

@@ -36,7 +36,7 @@ def write_generated() -> list:
 
 # What the student release holds, relative to the repository; folders are copied whole.
 RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "pyproject.toml",
-                   "requirements.txt"]
+                   "requirements.txt", "setup_venv.py"]
 NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
 RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",

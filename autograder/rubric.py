@@ -1,8 +1,8 @@
 """The rubric file, read once into plain objects."""
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import toml
 from autograder.paths import REPO, RUBRIC_FILE
 PART_KEYS = ("title", "points", "functions", "require_cuda")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
@@ -43,7 +43,7 @@ class Rubric:
 
 
 def load(path: Path = RUBRIC_FILE) -> Rubric:
-    data = tomllib.loads(Path(path).read_text())
+    data = toml.loads(Path(path).read_text())
     feedback = data.get("feedback", {})
     parts = {}
     for name, spec in data["parts"].items():

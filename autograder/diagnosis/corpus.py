@@ -4,10 +4,10 @@ Mutants are not stored as files: corpus/mutants.toml lists one-place patches of 
 (or of a valid variant, for mistakes made in another style), applied here, so a change to the base
 file carries over and a patch that stops applying fails loudly.
 """
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import toml
 from autograder.paths import CORPUS, REFERENCE, REPO
 from autograder.rubric import PARTS
 
@@ -37,7 +37,7 @@ class Mutant:
 
 
 def load_mutants(path: Path = MANIFEST) -> list:
-    entries = tomllib.loads(Path(path).read_text())["mutants"]
+    entries = toml.loads(Path(path).read_text())["mutants"]
     mutants = [Mutant(e["id"], e["misconception"], tuple(e["parts"]), e["find"], e["replace"],
                       e.get("base", Mutant.base)) for e in entries]
     ids = [m.id for m in mutants]

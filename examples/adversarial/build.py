@@ -6,12 +6,15 @@ cases/<name>.py appended, so that it differs from a known grade by exactly one b
 sources and checks each grade against manifest.toml.
 """
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO))  # also when run as a script
+
+from autograder import toml  # noqa: E402
+
 BASES = {"reference": REPO / "reference" / "mhsa.py", "stubs": REPO / "assignment" / "mhsa.py"}
 
 
@@ -29,7 +32,7 @@ class Case:
 
 
 def cases() -> list[Case]:
-    manifest = tomllib.loads((HERE / "manifest.toml").read_text())["cases"]
+    manifest = toml.loads((HERE / "manifest.toml").read_text())["cases"]
     found = sorted(p.stem for p in (HERE / "cases").glob("*.py"))
     if sorted(manifest) != found:
         raise ValueError(f"manifest.toml and cases/ disagree: {sorted(set(manifest) ^ set(found))}")
