@@ -4,13 +4,14 @@ Each submission (a .py file, a notebook, or a folder) is graded by
 `python -m autograder grade SUB --results OUT/<name>.json`, at most --jobs at once, each within the
 rubric's whole-submission limit ([limits] submission_timeout_s). `grade` writes its results file
 atomically and only once the grade is complete, so an existing, valid results file means "done": a
-rerun skips it (unless --force) and a killed batch loses at most the submissions in flight. A grade
-that times out, crashes or cannot start still gets a results file, with score 0 and the reason; the
-batch itself never stops for one submission. OUT/grades.csv is rebuilt from the results files.
+rerun skips it (unless --force) and a killed batch loses at most the submissions in flight. A child
+reports through its exit status and its results file only (never through what it prints): a grade
+that times out, crashes or cannot start still gets a results file, with score 0, the usual maximum
+and the reason; the batch itself never stops for one submission. OUT/grades.csv is rebuilt from the
+results files. The Gradescope runner grades its one submission the same way (grade_in_child).
 """
 import csv
 import io
-import json
 import os
 import shutil
 import signal
@@ -21,13 +22,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import results
+from autograder import grading, paths, results
 from autograder import rubric as rubric_file
+from autograder.context import SUITE_CHOICES
 from autograder.isolation import resolve
 from autograder.worker import signal_name
 
 GRADE_COMMAND = (sys.executable, "-m", "autograder", "grade")
-FAILURES = ("timeout", "crashed", "error")  # statuses of results files the batch wrote itself
+FAILURES = grading.STATUSES[1:]  # results without a grade
 POLL_S = 0.2
 
 
@@ -48,23 +50,26 @@ class Running:
 
 
 def discover(folder: Path) -> list[Submission]:
-    """The submissions in `folder`, sorted: .py files, notebooks and folders; hidden names skipped.
-    Two entries with the same stem (alice.py and alice/) keep their full names apart."""
-    entries = [p for p in sorted(folder.iterdir())
-               if not p.name.startswith((".", "_")) and (p.is_dir() or p.suffix in (".py", ".ipynb"))]
-    stems = [p.stem if p.is_file() else p.name for p in entries]
-    return [Submission(stem if stems.count(stem) == 1 else p.name, p.absolute()) for p, stem in zip(entries, stems)]
+    """The submissions in `folder`, sorted: .py files, notebooks and folders; hidden names skipped,
+    links skipped with a message (a link could point at the reference or at /dev/zero).
+    Entries whose names would share a results file (alice.py and alice/) keep their full names."""
+    entries = []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix in (".py", ".ipynb")):
+            continue
+        if p.is_symlink():
+            print(f"skipped {p.name}: a symbolic link, not a submission (copy the file itself into {folder})")
+            continue
+        entries.append(p)
+    names = [p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name for p in entries]
+    names = [p.name if names.count(n) > 1 else n for p, n in zip(entries, names)]
+    for i, name in enumerate(names):  # alice.py.py is "alice.py" beside the file alice.py: number it
+        if names[:i].count(name):
+            names[i] = f"{name}~{names[:i].count(name) + 1}"
+    return [Submission(name, p.absolute()) for p, name in zip(entries, names)]
 
 
-def load_results(path: Path) -> dict | None:
-    """The results file at `path` if it is complete and well-formed, else None (grade it again)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
-          and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict))
-    return data if ok else None
+load_results = results.load
 
 
 def run(args, rubric=None, command=GRADE_COMMAND) -> int:
@@ -84,22 +89,22 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
     submissions = discover(folder)
     todo = [s for s in submissions if args.force or load_results(out / f"{s.name}.json") is None]
     isolation = resolve(args.isolation).level
-    child_args = ["--suite", args.suite, "--isolation", args.isolation, "--hide", str(folder.resolve()),
-                  "--hide", str(out), *(a for p in args.hide for a in ("--hide", str(Path(p).resolve())))]
-    if args.timeout:
-        child_args += ["--timeout", str(args.timeout)]
+    child_args = child_options(args, hide=[folder, out, *args.hide])
+    max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all",
+                                          args.timing_device or "auto")
     progress = Progress(len(submissions), len(submissions) - len(todo))
     logs = Path(tempfile.mkdtemp(prefix="mhsa-batch-"))
     running = []
     try:
         while todo or running:
             while todo and len(running) < max(1, args.jobs):
-                running.append(start(todo.pop(0), out, logs, [*command], child_args))
+                sub = todo.pop(0)
+                running.append(start(sub, out / f"{sub.name}.json", logs, [*command], child_args))
             time.sleep(POLL_S)
             progress.draw(len(running))
             for job in [j for j in running if finished(j, rubric.submission_timeout)]:
                 running.remove(job)
-                status = settle(job, out, rubric, isolation)
+                status = settle(job, out / f"{job.submission.name}.json", rubric, isolation, max_units)
                 progress.advance(job.submission.name, status, load_results(out / f"{job.submission.name}.json"))
     except KeyboardInterrupt:
         for job in running:
@@ -117,19 +122,44 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
     return 0
 
 
-def start(sub: Submission, out: Path, logs: Path, command: list, child_args: list) -> Running:
+def child_options(args, hide) -> list:
+    """The `grade` options a child gets: the batch's own, and every folder it must hide."""
+    options = ["--suite", args.suite, "--isolation", args.isolation,
+               *(a for p in hide for a in ("--hide", str(Path(p).resolve())))]
+    if args.timeout:
+        options += ["--timeout", str(args.timeout)]
+    if args.timing_device:
+        options += ["--timing-device", args.timing_device]
+    return options
+
+
+def start(sub: Submission, target: Path, logs: Path, command: list, child_args: list) -> Running:
     log = logs / f"{sub.name}.log"
     with open(log, "wb") as sink:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen([*command, str(sub.path), "--results", str(out / f"{sub.name}.json"), *child_args],
+        process = subprocess.Popen([*command, str(sub.path), "--results", str(target), *child_args],
                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                                   cwd=rubric_file.REPO, env=child_env())
+                                   cwd=paths.REPO, env=child_env())
     return Running(sub, process, log)
 
 
 def child_env() -> dict:
     """The grader's environment, with the repository importable whatever the current directory."""
-    paths = [str(rubric_file.REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return os.environ | {"PYTHONPATH": os.pathsep.join(paths)}
+    path = [str(paths.REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return os.environ | {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isolation: str, max_units: int,
+                   command=GRADE_COMMAND) -> str:
+    """Grade one submission in a child process within the rubric's whole-submission limit; its
+    results file is at `target` whatever happens. Returns the status."""
+    logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
+    try:
+        job = start(sub, target, logs, [*command], child_args)
+        while not finished(job, rubric.submission_timeout):
+            time.sleep(POLL_S)
+        return settle(job, target, rubric, isolation, max_units)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def finished(job: Running, timeout: float) -> bool:
@@ -144,57 +174,41 @@ def finished(job: Running, timeout: float) -> bool:
     return True
 
 
-def settle(job: Running, out: Path, rubric, isolation: str) -> str:
-    """The job's status; unless it graded, its results file is replaced by one that says why not."""
-    target = out / f"{job.submission.name}.json"
+def settle(job: Running, target: Path, rubric, isolation: str, max_units: int) -> str:
+    """The job's status, from its exit status and results file alone. A child that exited 0 or 2
+    (graded, or grading impossible) wrote a results file that says so; for any other end the file is
+    replaced by one that says why there is no grade."""
     code = job.process.returncode
     fresh = target.exists() and target.stat().st_mtime_ns >= job.started_ns
-    if not job.timed_out and code == 0 and fresh and load_results(target):
-        return "graded"
-    tail = job.log.read_text(errors="replace")[-3000:].strip()
+    data = results.load(target) if fresh else None
+    if not job.timed_out and code in (0, 2) and data is not None:
+        return data["extra_data"]["status"]
     elapsed = time.monotonic() - job.started
     if job.timed_out:
         status = "timeout"
         message = (f"Grading was stopped after {rubric.submission_timeout:g} s, the time limit for a whole "
                    "submission: some of your code is very slow, or hangs where the per-call limit could not "
                    "stop it. Score 0 until an instructor looks at it.")
-    elif code == 2:
-        status = "error"
-        reason = next((line for line in tail.splitlines() if line.startswith("grading impossible")), tail[-500:])
-        message = f"This submission could not be graded: {reason}"
     else:
         status = "crashed"
         how = f"signal {signal_name(-code)}" if code < 0 else f"exit status {code}"
+        tail = job.log.read_text(errors="replace")[-3000:].strip()
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
                    f"instructor regrades it.\n\nLast output:\n{tail}")
-    results.write_json_atomic(target, failure_results(job.submission, status, message, elapsed, rubric, isolation))
+    grade = grading.failure(job.submission.name, status, message, max_units, isolation, elapsed=elapsed)
+    results.write_json_atomic(target, results.to_gradescope(grade, rubric))
     return status
-
-
-def failure_results(sub: Submission, status: str, message: str, elapsed: float, rubric, isolation: str) -> dict:
-    """A Gradescope-format results file for a submission that has no grade."""
-    tested = [p for p in rubric.parts.values() if p.functions and p.name != "timing"]
-    return {"score": 0.0, "execution_time": round(elapsed, 2), "output": message, "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": [],
-            "extra_data": {"submission": sub.name, "status": status, "isolation": isolation,
-                           "max_score": sum(p.points for p in tested), "parts": {}}}
 
 
 def write_csv(out: Path, submissions: list, rubric) -> str:
     """grades.csv from the results files alone, so that it is right however the batch was interrupted."""
-    parts = list(rubric.parts)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["submission", "score", "max_score", *parts, "isolation", "status"])
+    writer.writerow(results.csv_header(rubric))
     for sub in submissions:
         data = load_results(out / f"{sub.name}.json")
-        if data is None:
-            continue
-        extra = data["extra_data"]
-        scores = extra.get("parts", {})
-        writer.writerow([sub.name, data["score"], extra.get("max_score", ""),
-                         *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in parts),
-                         extra.get("isolation", ""), extra.get("status", "graded")])
+        if data is not None:
+            writer.writerow(results.csv_row(sub.name, data, rubric))
     results.write_atomic(out / "grades.csv", buffer.getvalue())
     return buffer.getvalue()
 

@@ -10,12 +10,12 @@ import os
 import stat
 import sys
 import time
-import traceback
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
+from autograder import paths
 from autograder import rubric as rubric_file
-from autograder.submission import GradingError
 
 ROOT_VAR = "AUTOGRADER_ROOT"
 # What the grader needs at grading time, relative to the repository; folders are copied whole.
@@ -58,7 +58,7 @@ exec "$PYTHON" -m autograder.gradescope "$ROOT"
 
 def requirements_text() -> str:
     """The pinned lines of requirements.txt that grading needs (not nbgrader, not matplotlib)."""
-    lines = (rubric_file.REPO / "requirements.txt").read_text().splitlines()
+    lines = paths.REQUIREMENTS.read_text().splitlines()
     pinned = [line.strip() for line in lines if line.split("==")[0].strip().lower() in PACKAGES]
     missing = set(PACKAGES) - {line.split("==")[0].lower() for line in pinned}
     if missing:
@@ -70,7 +70,7 @@ def build_bundle(out: Path) -> Path:
     """Write the autograder zip; its root becomes /autograder/source on Gradescope."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    repo = rubric_file.REPO
+    repo = paths.REPO
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
         _add_text(bundle, "setup.sh", SETUP_SH, executable=True)
         _add_text(bundle, "run_autograder", RUN_AUTOGRADER, executable=True)
@@ -102,25 +102,21 @@ def find_submission(folder: Path) -> Path:
     return folder
 
 
-def grade_root(root: Path) -> dict:
-    """Grade root/submission and return Gradescope's results; never raises."""
-    from autograder import grading, results
+def grade_root(root: Path) -> str:
+    """Grade root/submission into root/results/results.json, in a child process within the rubric's
+    whole-submission limit, exactly as a batch grades each submission; never raises. Returns the
+    status ("graded", "error", "timeout" or "crashed")."""
+    from autograder import batch, grading
+    from autograder.isolation import resolve
 
-    started = time.monotonic()
-    try:
-        rubric = rubric_file.load()
-        submission = find_submission(root / "submission")
-        grade = grading.grade(submission, suites=("public", "hidden"), isolation="auto",
-                              hide=[(root / "results").resolve(), (root / "submission").resolve()], rubric=rubric)
-        return results.to_gradescope(grade, rubric)
-    except GradingError as err:
-        message = f"Your submission could not be graded: {err}"
-    except Exception:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
-        message = ("The autograder itself failed on this submission; course staff have the details.\n\n"
-                   + traceback.format_exc()[-3000:])
-    return {"score": 0.0, "execution_time": round(time.monotonic() - started, 2), "output": message,
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
-            "extra_data": {"status": "error"}}
+    target = root / "results" / "results.json"
+    rubric = rubric_file.load()
+    found = find_submission(root / "submission")
+    options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None)
+    child_args = batch.child_options(options, hide=[root / "results", root / "submission"])
+    max_units = grading.planned_max_units(rubric)
+    return batch.grade_in_child(batch.Submission(found.name.removesuffix(".py"), found), target, child_args,
+                                rubric, resolve("auto").level, max_units)
 
 
 def main(argv=None) -> int:
@@ -128,9 +124,16 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(argv[0] if argv else os.environ.get(ROOT_VAR, "/autograder"))
-    data = grade_root(root)
-    results.write_json_atomic(root / "results" / "results.json", data)
-    print(data["output"])
+    try:
+        grade_root(root)
+    except Exception as err:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
+        from autograder import grading
+
+        message = f"The autograder itself failed on this submission ({type(err).__name__}: {err}); course staff have the details."
+        results.write_json_atomic(root / "results" / "results.json", results.to_gradescope(
+            grading.failure("submission", "error", message, 0, "none"), rubric_file.load()))
+    data = results.load(root / "results" / "results.json")
+    print(data["output"] if data else "no results were written")
     return 0
 
 

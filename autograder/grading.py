@@ -1,89 +1,216 @@
-"""Grade one submission: static scan, the test suites against an isolated worker, scores, feedback.
+"""Grade one submission: an ordered list of small stages, each taking the context and the grade so far
+and returning the next grade (the way nbgrader composes preprocessors).
 
-This process holds the expected values and writes results; the submission only ever runs in the
-worker processes that the `impl` fixture (and the diagnosis) start.
+    load_submission -> static_scan -> run_suites -> score -> diagnose -> grade_knowledge -> grade_timing
+
+then autograder/results.py writes the finished Grade in every shape (results.json, the terminal
+table, a CSV row). This process holds the expected values and writes results; the submission only
+ever runs in the worker that the context starts (autograder/context.py), which the suites and the
+diagnosis share.
 """
 import contextlib
 import io
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from autograder import rubric as rubric_file
-from autograder import static_check, submission
-from autograder.pytest_plugin import BACKEND_KEY, RUBRIC_KEY
-from autograder.scoring import PartScore, TestResult, score_parts, total
+from autograder import paths, scoring, static_check, submission
+from autograder.context import GradingContext
+from autograder.pytest_plugin import GRADER_BACKEND
+from autograder.scoring import UNITS, PartScore, Row, TestResult, to_units
 from autograder.submission import GradingError
 
-SUITE_DIRS = {"public": "tests_public", "hidden": "tests_hidden"}
 SEED_NOTE = "inputs: torch.manual_seed(crc32(test id)) per test; hypothesis derandomized, no database"
+STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
 
 
-@dataclass
+@dataclass(frozen=True)
 class Grade:
     submission: str
-    score: float
-    max_score: float
-    parts: dict
-    tests: list
     isolation: str
     suites: tuple
-    execution_time: float
-    output: str = ""                       # what the submission printed (capped)
-    notes: list = field(default_factory=list)
-    extra_entries: list = field(default_factory=list)  # timing / knowledge rows for results.json
+    status: str = "graded"
+    message: str = ""                       # why there is no grade, when status is not "graded"
+    source: Path | None = None              # the private copy of the submission being graded
+    knowledge_answers: dict | None = None
+    forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
+    tests: tuple = ()                       # TestResult, scored once the score stage ran
+    parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
+    rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
+    notes: tuple = ()                       # for instructors: what the grader could not do
+    output: str = ""                        # what the submission printed (capped)
+    execution_time: float = 0.0
+    max_units_if_failed: int = 0            # the maximum a failure result states
+
+    @property
+    def units(self) -> int:
+        return scoring.total_units(self.parts)[0]
+
+    @property
+    def max_units(self) -> int:
+        return scoring.total_units(self.parts)[1] if self.status == "graded" else self.max_units_if_failed
+
+    @property
+    def score(self) -> float:
+        return self.units / UNITS
+
+    @property
+    def max_score(self) -> float:
+        return self.max_units / UNITS
 
 
-def grade(path: Path, *, suites=("public", "hidden"), isolation: str = "auto", hide=(),
-          rubric=None, extras: bool = True) -> Grade:
-    """`extras` adds the parts not graded by tests: timing (CUDA) and the knowledge check."""
-    started = time.monotonic()
-    rubric = rubric or rubric_file.load()
-    with tempfile.TemporaryDirectory(prefix="mhsa-grade-") as workdir:
-        sub = submission.load(Path(path), Path(workdir))
-        zeroed = forbidden_parts(sub.source.read_text(errors="replace"), rubric)
-        hidden = [*hide, *([sub.origin.resolve()] if submission.safe_to_hide(sub.origin) else [])]
-        tests, backend = run_suites(sub.source, suites, isolation, hidden, rubric)
-        for t in tests:
-            if t.forbidden:
-                zeroed.setdefault(t.part, []).append(t.forbidden)
-        parts = score_parts(tests, rubric, suites, zeroed)
-        notes = []
-        if isolation != "inprocess" and "hidden" in suites:
-            notes = diagnose(sub.source, parts, tests, rubric, isolation, hidden)
-        extra_entries = []
-        if extras:
-            extra_entries += grade_knowledge(sub, rubric, parts)
-            extra_entries += grade_timing(sub, rubric, parts, isolation, hidden)
-    score, max_score = total(parts)
-    return Grade(sub.name, score, max_score, parts, tests, getattr(backend, "isolation", isolation),
-                 tuple(suites), round(time.monotonic() - started, 2),
-                 backend.printed_output() if hasattr(backend, "printed_output") else "", notes, extra_entries)
+def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
+            elapsed: float = 0.0) -> Grade:
+    """A Grade for a submission that could not be graded: score 0 out of the usual maximum, and why."""
+    assert status in STATUSES[1:]
+    return Grade(name, isolation, tuple(suites), status=status, message=message, execution_time=round(elapsed, 2),
+                 max_units_if_failed=max_units)
 
 
-def forbidden_parts(source: str, rubric) -> dict:
-    """part -> reasons, from the static scan; module-level findings zero every code part."""
+# ------------------------------------------------------------------------------------------------
+# The stages
+# ------------------------------------------------------------------------------------------------
+
+def load_submission(ctx: GradingContext, grade: Grade) -> Grade:
+    sub = submission.load(ctx.path, ctx.workdir)
+    return replace(grade, submission=sub.name, source=sub.source, knowledge_answers=sub.knowledge)
+
+
+def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
+    """Forbidden APIs in the source: module-level findings zero every code part."""
     zeroed = {}
-    code_parts = [p.name for p in rubric.parts.values() if p.functions]
-    for finding in static_check.scan(source):
-        parts = rubric.part_of(finding.function) if finding.function else code_parts
+    code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
+    for finding in static_check.scan(grade.source.read_text(errors="replace")):
+        parts = ctx.rubric.part_of(finding.function) if finding.function else code_parts
         for part in parts:
             zeroed.setdefault(part, []).append(f"line {finding.line}: {finding.message}")
-    return zeroed
+    return replace(grade, forbidden=zeroed)
 
+
+def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
+    collector = _Collector(ctx.backend(grade.source))
+    run_pytest(grade.source, ctx.suites, collector)
+    zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
+    for t in collector.results.values():
+        if t.forbidden and t.forbidden not in zeroed.get(t.part, []):
+            zeroed.setdefault(t.part, []).append(t.forbidden)
+    return replace(grade, tests=tuple(collector.results.values()), forbidden=zeroed)
+
+
+def score(ctx: GradingContext, grade: Grade) -> Grade:
+    tests, parts = scoring.score_parts(grade.tests, ctx.rubric, ctx.suites, grade.forbidden)
+    return replace(grade, tests=tests, parts=parts)
+
+
+def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
+    """Each failed part's likely misconception, probed through the grade's own worker."""
+    failed = [name for name, p in grade.parts.items() if p.units < p.max_units and not p.notes]
+    if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
+        return grade  # nothing runs at all: nothing to compare
+    from autograder import diagnosis
+
+    try:
+        found = diagnosis.diagnose(ctx.backend(grade.source), failed)
+    except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
+        return replace(grade, notes=(*grade.notes, f"no diagnosis: {type(err).__name__}: {err}"))
+    parts = {name: replace(p, diagnosis=found[name]) if name in found else p for name, p in grade.parts.items()}
+    return replace(grade, parts=parts)
+
+
+def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
+    part = ctx.rubric.parts.get("knowledge")
+    if not ctx.extras or part is None:
+        return grade
+    from autograder import knowledge
+
+    if not paths.KNOWLEDGE_KEY.is_file():  # a student's release has no key: only instructors grade it
+        return _with_part(grade, PartScore("knowledge", part.title, 0, to_units(part.points), graded=False,
+                                           notes=("the answer key is not in this copy of the repository: "
+                                                  "not graded here",)))
+    answers = grade.knowledge_answers or {}
+    notes = () if grade.knowledge_answers is not None else (
+        "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
+    entries = knowledge.grade(answers, part.points)
+    shares = scoring.apportion(to_units(part.points), [1] * len(entries))
+    rows = tuple(Row(e["name"], "knowledge", e["status"], share if e["status"] == "passed" else 0, share, e["output"])
+                 for e, share in zip(entries, shares))
+    return _with_part(replace(grade, rows=(*grade.rows, *rows)),
+                      PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),
+                                notes=notes))
+
+
+def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
+    """The timing part: the only place the grading engine reaches gpu_checks."""
+    part = ctx.rubric.parts.get("timing")
+    if not ctx.extras or part is None:
+        return grade
+    if ctx.isolation is None:
+        result = {"status": "skipped", "score": 0.0, "output": "timing needs worker isolation"}
+    else:
+        from gpu_checks import grade_timing as time_submission
+        from gpu_checks.session import TimingSetupError
+
+        device = None if ctx.timing_device == "auto" else ctx.timing_device
+        try:
+            result = time_submission(grade.source, ctx.rubric, ctx.isolation, hidden=ctx.hidden, device=device)
+        except TimingSetupError as err:  # the grading machine's fault: never the student's points
+            result = {"status": "skipped", "score": 0.0,
+                      "output": f"the timing check could not run on this machine: {err}"}
+    graded = result["status"] != "skipped"
+    units = to_units(float(result["score"])) if graded else 0
+    max_units = to_units(part.points) if graded else 0
+    row = Row(f"timing: speed against the reference ({_timed_device(ctx)})", "timing", result["status"],
+              units, max_units, result["output"])
+    return _with_part(replace(grade, rows=(*grade.rows, row)),
+                      PartScore("timing", part.title, units, to_units(part.points), graded=graded,
+                                notes=(result["output"],) if not graded else ()))
+
+
+def _timed_device(ctx: GradingContext) -> str:
+    return {"auto": "CUDA when available", "cuda": "CUDA", "cpu": "CPU"}[ctx.timing_device]
+
+
+def _with_part(grade: Grade, part: PartScore) -> Grade:
+    return replace(grade, parts={**grade.parts, part.name: part})
+
+
+STAGES = (load_submission, static_scan, run_suites, score, diagnose, grade_knowledge, grade_timing)
+
+
+def run(ctx: GradingContext, stages=STAGES) -> Grade:
+    """Every stage in order; the context's worker and folder are gone when this returns."""
+    started = time.monotonic()
+    grade = Grade(Path(ctx.path).name.removesuffix(".py"), ctx.isolation_level, ctx.suites)
+    try:
+        for stage in stages:
+            grade = stage(ctx, grade)
+        backend = ctx._backend
+        printed = backend.printed_output() if hasattr(backend, "printed_output") else ""
+    finally:
+        ctx.close()
+    return replace(grade, output=printed, execution_time=round(time.monotonic() - started, 2))
+
+
+def grade(path: Path, **options) -> Grade:
+    """Grade `path` with every stage; `options` are GradingContext.create's (suites, isolation, hide,
+    rubric, extras, timing_device, call_timeout). Raises GradingError when grading is impossible."""
+    return run(GradingContext.create(path, **options))
+
+
+# ------------------------------------------------------------------------------------------------
+# Running the suites
+# ------------------------------------------------------------------------------------------------
 
 class _Collector:
-    """Receives pytest's reports in this process and keeps one TestResult per test."""
+    """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports."""
 
-    def __init__(self, rubric):
-        self.results, self.errors, self.backend = {}, [], None
-        self.rubric = rubric
+    def __init__(self, backend):
+        self.backend, self.results, self.errors = backend, {}, []
 
     def pytest_configure(self, config):
-        config.stash[RUBRIC_KEY] = self.rubric  # the worker gets this grade's limits, not the file's
+        config.stash[GRADER_BACKEND] = self.backend
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -99,27 +226,15 @@ class _Collector:
         self.results[report.nodeid] = TestResult(
             report.nodeid, info["part"], info["suite"], report.passed,
             summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""))
-
-    def pytest_sessionfinish(self, session):
-        self.backend = session.config.stash.get(BACKEND_KEY, None)
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""))
 
 
-def run_suites(source: Path, suites, isolation: str, hidden, rubric) -> tuple:
-    collector = _Collector(rubric)
-    run_pytest(source, suites, isolation, collector, hidden)
-    return list(collector.results.values()), collector.backend
-
-
-def run_pytest(source: Path, suites, isolation: str, plugin, hidden=()) -> None:
+def run_pytest(source: Path, suites, plugin) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
     failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
-    repo = rubric_file.REPO
-    args = [*(str(repo / SUITE_DIRS[s]) for s in suites), "--impl", str(source), "--isolation", isolation,
-            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(repo),
-            "-c", str(repo / "pyproject.toml")]
-    for path in hidden:
-        args += ["--hide", str(path)]
+    args = [*(str(paths.SUITE_DIRS[s]) for s in suites), "--impl", str(source),
+            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(paths.REPO),
+            "-c", str(paths.PYPROJECT)]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])
@@ -128,66 +243,22 @@ def run_pytest(source: Path, suites, isolation: str, plugin, hidden=()) -> None:
                            + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
 
 
-def diagnose(source: Path, parts: dict, tests: list, rubric, isolation: str, hidden) -> list:
-    """Set each failed part's likely misconception; returns notes for the instructor, if any."""
-    failed = [name for name, p in parts.items() if p.score < p.max_score and not p.notes]
-    if not failed or not any(t.passed for t in tests):  # nothing runs: nothing to compare
-        return []
-    from autograder import diagnosis
-    from autograder.backends import WorkerBackend
-    from autograder.isolation import resolve
-
-    backend = WorkerBackend(source, resolve(isolation), rubric.limits, hidden)
-    try:
-        found = diagnosis.diagnose(backend, failed)
-    except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
-        return [f"no diagnosis: {type(err).__name__}: {err}"]
-    finally:
-        backend.close()
-    for part, message in found.items():
-        parts[part].diagnosis = message
-    return []
+def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_device="auto") -> int:
+    """The maximum a complete grade with these settings states: what a failure result states too, so
+    that every route reports the same maximum for the same course setup."""
+    units = sum(to_units(p.points) for p in rubric.parts.values()
+                if p.functions and p.name != "timing")
+    if not extras:
+        return units
+    if "knowledge" in rubric.parts and paths.KNOWLEDGE_KEY.is_file():
+        units += to_units(rubric.parts["knowledge"].points)
+    timing = rubric.parts.get("timing")
+    if timing is not None and (timing_device != "auto" or timing.require_cuda or _cuda_available()):
+        units += to_units(timing.points)
+    return units
 
 
-def grade_knowledge(sub, rubric, parts) -> list:
-    part = rubric.parts.get("knowledge")
-    if part is None:
-        return []
-    from autograder import knowledge
+def _cuda_available() -> bool:
+    import torch
 
-    reason = None
-    if sub.knowledge is None:
-        reason = "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook)"
-    elif not knowledge.KEY_FILE.is_file():  # a student's release has no key: only instructors grade it
-        reason = "the answer key is not in this copy of the repository"
-    if reason:
-        parts["knowledge"] = PartScore("knowledge", part.title, 0.0, part.points, graded=False,
-                                       notes=[f"{reason}: not graded here"])
-        return []
-
-    rows = knowledge.grade(sub.knowledge, part.points)
-    score = round(sum(r["score"] for r in rows), 4)
-    parts["knowledge"] = PartScore("knowledge", part.title, score, part.points)
-    return rows
-
-
-def grade_timing(sub, rubric, parts, isolation, hidden) -> list:
-    part = rubric.parts.get("timing")
-    if part is None:
-        return []
-    try:
-        from gpu_checks import grade_timing as timing
-        from gpu_checks.session import TimingSetupError
-    except ImportError:
-        result = {"status": "skipped", "score": 0.0, "max_score": part.points,
-                  "output": "gpu_checks is not installed here"}
-    else:
-        try:
-            result = timing(sub.source, rubric, isolation, hidden=hidden)
-        except TimingSetupError as err:  # the grading machine's fault: never the student's points
-            result = {"status": "skipped", "score": 0.0, "max_score": part.points,
-                      "output": f"the timing check could not run on this machine: {err}"}
-    graded = result["status"] != "skipped"
-    parts["timing"] = PartScore("timing", part.title, float(result["score"]) if graded else 0.0,
-                                float(result["max_score"]), graded=graded, notes=[result["output"]])
-    return [{"name": "timing: CUDA speed against the reference", "part": "timing", **result}]
+    return torch.cuda.is_available()

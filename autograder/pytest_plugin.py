@@ -11,12 +11,11 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from autograder import errors, paths, rubric
-from autograder.backends import Backend, WorkerBackend, in_process
+from autograder.backends import Backend, WorkerBackend, open_in_process
 from autograder.compare import Mismatch
 from autograder.isolation import resolve
 
-BACKEND_KEY = pytest.StashKey[Backend]()
-RUBRIC_KEY = pytest.StashKey[rubric.Rubric]()  # set by the grading engine: its limits and hidden paths
+GRADER_BACKEND = pytest.StashKey[Backend]()  # set by the grading engine for the suites it runs
 ISOLATION_CHOICES = ("inprocess", "auto", "process", "sandbox")
 
 # Derandomized with no example database: the same submission always meets the same examples. The
@@ -56,32 +55,25 @@ def resolve_impl(value: str) -> Path:
 
 @pytest.fixture(scope="session")
 def impl(request) -> Backend:
-    """The submission under test, as a Backend: tests describe calls, never touch its objects."""
+    """The submission under test, as a Backend: tests describe calls, never touch its objects.
+
+    The grading engine hands in its own backend (GRADER_BACKEND: it owns and closes it); a student's
+    `pytest tests_public` gets one made from --impl and --isolation."""
     config = request.config
+    provided = config.stash.get(GRADER_BACKEND, None)
+    if provided is not None:
+        yield provided
+        return
     path = resolve_impl(config.getoption("impl"))
     mode = config.getoption("isolation")
     if mode == "inprocess":
-        try:
-            backend = in_process(path)
-        except (errors.SubmissionImportError, SyntaxError) as err:
-            backend = BrokenBackend(str(path), f"{type(err).__name__}: {err}")
+        backend = open_in_process(path)
     else:
-        grading_rubric = config.stash.get(RUBRIC_KEY, None) or rubric.load()
-        hidden = [p for p in grading_rubric.hidden if p.exists()] + [Path(p).resolve() for p in config.getoption("hide")]
-        backend = WorkerBackend(path, resolve(mode), grading_rubric.limits, hidden)
-    config.stash[BACKEND_KEY] = backend
+        rules = rubric.load()
+        hidden = [p for p in rules.hidden if p.exists()] + [Path(p).resolve() for p in config.getoption("hide")]
+        backend = WorkerBackend(path, resolve(mode), rules.limits, hidden)
     yield backend
     backend.close()
-
-
-class BrokenBackend(Backend):
-    """A submission that could not be imported: every call fails with the reason."""
-
-    def __init__(self, name, reason):
-        self.name, self.reason = name, reason
-
-    def _run(self, call):
-        raise errors.SubmissionImportError(f"could not import your mhsa.py: {self.reason}")
 
 
 @pytest.fixture(autouse=True)
@@ -109,6 +101,9 @@ def pytest_runtest_makereport(item, call):
         return
     report.user_properties.append(("part", part))
     report.user_properties.append(("suite", "hidden" if "tests_hidden" in item.path.parts else "public"))
+    consistency = item.get_closest_marker("self_comparison")
+    if consistency is not None:
+        report.user_properties.append(("parity", consistency.kwargs.get("parity", "")))
     if call.excinfo is None:
         return
     for key, value in describe_failure(call.excinfo.value).items():

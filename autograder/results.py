@@ -1,10 +1,32 @@
-"""A Grade as Gradescope's results.json, as a table for the terminal, and written atomically."""
+"""The one report writer: a Grade (graded, or an error, timeout or crash) as Gradescope's
+results.json, as the terminal table, and as a CSV row; files written atomically.
+
+Every number shown comes from whole units (autograder/scoring.py), so the top-level score is the sum
+of the rows shown and each part's score the sum of its rows.
+"""
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from autograder.grading import SEED_NOTE, Grade
+from autograder.scoring import UNITS
+
+TEXT_CAP = 4000  # characters of one message from student code kept in any result
+# Control characters other than newline and tab, and ANSI escape sequences: text from student code
+# must not redraw a TA's terminal.
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, cap: int = TEXT_CAP) -> str:
+    """`text` with control characters removed and at most `cap` characters kept."""
+    text = _CONTROL.sub("", str(text))
+    return text if len(text) <= cap else text[:cap] + f"\n[... {len(text) - cap:,} more characters cut]"
+
+
+def points(units: int) -> float:
+    return units / UNITS
 
 
 def test_output(test, rubric, diagnosis: str = "") -> str:
@@ -13,7 +35,7 @@ def test_output(test, rubric, diagnosis: str = "") -> str:
         return ""
     policy = "full" if test.suite == "public" else rubric.parts[test.part].feedback
     if policy == "name":
-        return f"Failed: {test.nodeid.split('::')[-1]} (part '{test.part}')."
+        return f"Failed: {test.name} (part '{test.part}')."
     lines = [test.summary or "failed"]
     if policy == "full" and test.detail:
         lines.append(test.detail)
@@ -25,7 +47,7 @@ def test_output(test, rubric, diagnosis: str = "") -> str:
         lines.append(f"This part scores 0: {test.forbidden}")
     if diagnosis:
         lines.append(f"Likely mistake: {diagnosis}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def test_name(test) -> str:
@@ -33,68 +55,112 @@ def test_name(test) -> str:
     return f"{test.part} ({test.suite}): {Path(path).stem.removeprefix('test_')}::{name}"
 
 
-def to_gradescope(grade: Grade, rubric) -> dict:
-    tests = []
+def rows(grade: Grade, rubric) -> list:
+    """The rows of results.json: one per test, then the knowledge and timing rows."""
+    out = []
     for t in grade.tests:
-        tests.append({
-            "name": test_name(t), "score": round(t.score, 4), "max_score": round(t.max_score, 4),
-            "status": "passed" if t.passed else "failed", "output": test_output(t, rubric, _diagnosis(grade, t)),
-            "visibility": "visible", "tags": [t.part, t.suite],
-        })
-    for entry in grade.extra_entries:
-        row = {"name": entry["name"], "score": round(float(entry["score"]), 4),
-               "max_score": round(float(entry["max_score"]), 4), "output": entry.get("output", ""),
-               "visibility": "visible", "tags": [entry["part"]]}
-        if entry["status"] in ("passed", "failed"):
-            row["status"] = entry["status"]
+        out.append({"name": test_name(t), "score": points(t.units), "max_score": points(t.max_units),
+                    "status": "passed" if t.passed else "failed",
+                    "output": test_output(t, rubric, _diagnosis(grade, t)),
+                    "visibility": "visible", "tags": [t.part, t.suite]})
+    for r in grade.rows:
+        row = {"name": r.name, "score": points(r.units), "max_score": points(r.max_units),
+               "output": printable(r.output), "visibility": "visible", "tags": [r.part]}
+        if r.status in ("passed", "failed"):
+            row["status"] = r.status
         else:  # Gradescope knows no "skipped": no status, and nothing that counts as lost
-            row.update(max_score=0.0, output=f"Not graded: {row['output']}")
-        tests.append(row)
+            row["output"] = f"Not graded: {row['output']}"
+        out.append(row)
+    return out
+
+
+def to_gradescope(grade: Grade, rubric) -> dict:
+    """results.json in Gradescope's format; extra_data carries what instructors and tools need."""
     return {
-        "score": grade.score,
+        "score": points(grade.units),
         "execution_time": grade.execution_time,
         "output": summary_text(grade),
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": {"submission": grade.submission, "max_score": grade.max_score,
-                       "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
-                       "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
-                                        "notes": p.notes, "diagnosis": p.diagnosis}
-                                 for name, p in grade.parts.items()},
-                       "printed_output": grade.output[-4000:]},
+        "tests": rows(grade, rubric) if grade.status == "graded" else [],
+        "extra_data": {
+            "submission": grade.submission, "status": grade.status, "max_score": points(grade.max_units),
+            "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
+            "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
+                             "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
+                      for name, p in grade.parts.items()},
+            "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
+            "notes": [printable(n) for n in grade.notes],
+            "flags": [],
+            "printed_output": printable(grade.output[-TEXT_CAP:]),
+        },
     }
 
 
-def summary_text(grade: Grade) -> str:
-    lines = [f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"]
+def _state(p) -> str:
+    return f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
+
+
+def _part_lines(grade: Grade) -> list:
+    lines = []
     for p in grade.parts.values():
-        state = f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
-        lines.append(f"  {p.name:<10} {state:>14}  {p.title}")
-        lines += [f"      {note}" for note in p.notes if note]
+        mine = [t for t in grade.tests if t.part == p.name]
+        passed = f"{sum(t.passed for t in mine)}/{len(mine)}" if mine else "-"
+        lines.append(f"  {p.name:<10} {_state(p):>14}  {passed:>12}  {p.title}")
+        lines += [f"      {printable(note)}" for note in p.notes if note]
         if p.diagnosis:
             lines.append(f"      Likely mistake: {p.diagnosis}")
+    return lines
+
+
+def summary_text(grade: Grade) -> str:
+    """The top-level text of results.json: the score, each part, instructor notes, or why no grade."""
+    head = f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"
+    if grade.status != "graded":
+        return f"{head}\n{printable(grade.message)}"
+    lines = [head, f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
+    lines += [f"  Note: {printable(n)}" for n in grade.notes]
     return "\n".join(lines)
 
 
 def table(grade: Grade, rubric, failures: bool = True) -> str:
     """The terminal view: parts, then each failed test with its student-facing message."""
     lines = [f"{grade.submission}: {grade.score:g} / {grade.max_score:g} points "
-             f"(suites: {', '.join(grade.suites)}; isolation: {grade.isolation}; {grade.execution_time:.1f} s)",
-             "", f"  {'part':<10} {'score':>14}  {'tests passed':>12}"]
-    for p in grade.parts.values():
-        mine = [t for t in grade.tests if t.part == p.name]
-        passed = f"{sum(t.passed for t in mine)}/{len(mine)}" if mine else "-"
-        state = f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
-        lines.append(f"  {p.name:<10} {state:>14}  {passed:>12}")
-        lines += [f"      {note}" for note in p.notes if note]
-        if p.diagnosis:
-            lines.append(f"      Likely mistake: {p.diagnosis}")
+             f"(suites: {', '.join(grade.suites)}; isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
+    if grade.status != "graded":
+        return "\n".join([*lines, printable(grade.message)])
+    lines += ["", f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
+    lines += [f"  Note: {printable(n)}" for n in grade.notes]
     if failures:
         for t in (t for t in grade.tests if not t.passed):
             text = test_output(t, rubric, _diagnosis(grade, t)).replace("\n", "\n      ")
             lines += ["", f"  FAILED {test_name(t)}", f"      {text}"]
     return "\n".join(lines)
+
+
+def csv_header(rubric) -> list:
+    return ["submission", "score", "max_score", *rubric.parts, "isolation", "status"]
+
+
+def csv_row(name: str, data: dict, rubric) -> list:
+    """One grades.csv row from a results.json (a part not graded is blank)."""
+    extra = data["extra_data"]
+    scores = extra.get("parts", {})
+    return [name, data["score"], extra.get("max_score", ""),
+            *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
+            extra.get("isolation", ""), extra.get("status", "graded")]
+
+
+def load(path: Path) -> dict | None:
+    """The results file at `path` if it is complete and well-formed, else None."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
+          and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
+          and data["extra_data"].get("status") in ("graded", "error", "timeout", "crashed"))
+    return data if ok else None
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -1,8 +1,14 @@
-"""Test outcomes + rubric -> points per part and per test. Pure functions: easy to test, no I/O."""
-from dataclasses import dataclass, field
+"""Test outcomes + rubric -> points per part and per test. Pure functions: no I/O, new objects out.
+
+Points are counted in whole units of 1/10,000 of a point and split by largest remainders, so the
+rows of a result add up exactly to their part and the parts to the total: no 89.9955 against 90.
+"""
+from dataclasses import dataclass, field, replace
+
+UNITS = 10_000  # a point's smallest share
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestResult:
     __test__ = False  # a record of a test, not a test class for pytest to collect
     nodeid: str
@@ -14,47 +20,122 @@ class TestResult:
     hint: str = ""
     example: str = ""     # hypothesis's falsifying example
     forbidden: str = ""
-    score: float = 0.0
-    max_score: float = 0.0
+    parity: str = ""      # a self-comparison test: the name of the parity test it depends on
+    units: int = 0        # points earned, in UNITS
+    max_units: int = 0
+
+    @property
+    def name(self) -> str:
+        """The test function's name with its parameters, as in the node id."""
+        return self.nodeid.rsplit("::", 1)[-1]
+
+    @property
+    def score(self) -> float:
+        return self.units / UNITS
+
+    @property
+    def max_score(self) -> float:
+        return self.max_units / UNITS
 
 
-@dataclass
+@dataclass(frozen=True)
 class PartScore:
     name: str
     title: str
-    score: float
-    max_score: float
+    units: int
+    max_units: int
     graded: bool = True   # False: left out of the maximum (e.g. timing without CUDA)
-    notes: list = field(default_factory=list)
+    notes: tuple = ()     # why points were taken or why the part was not graded
     diagnosis: str = ""   # the likely misconception behind this part's failures, if one matched
 
+    @property
+    def score(self) -> float:
+        return self.units / UNITS
 
-def score_parts(tests: list, rubric, suites: tuple, zeroed: dict) -> dict:
-    """Points for the test-graded parts; fills each test's score and max_score in place.
+    @property
+    def max_score(self) -> float:
+        return self.max_units / UNITS
+
+
+@dataclass(frozen=True)
+class Row:
+    """A result row that is not a test: one knowledge-check question, or the timing verdict."""
+    name: str
+    part: str
+    status: str           # "passed" | "failed" | "skipped" (not graded: no points either way)
+    units: int
+    max_units: int
+    output: str = ""
+
+    @property
+    def score(self) -> float:
+        return self.units / UNITS
+
+    @property
+    def max_score(self) -> float:
+        return self.max_units / UNITS
+
+
+def to_units(points: float) -> int:
+    return round(points * UNITS)
+
+
+def apportion(total_units: int, weights: list) -> list:
+    """Whole units in proportion to `weights`, adding up to `total_units` exactly (largest remainder)."""
+    if not weights:
+        return []
+    whole = sum(weights)
+    exact = [total_units * w / whole for w in weights]
+    shares = [int(e) for e in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))
+    for i in by_remainder[:total_units - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
+    """(tests with their points, {part: PartScore}) for the test-graded parts.
 
     Each part's points are split between the suites that were run and have tests for it (shares
-    from the rubric, renormalized), then evenly between that suite's tests. `zeroed` maps a part
-    to the reasons it scores 0 whatever its tests say (forbidden APIs).
+    from the rubric, renormalized), then evenly between that suite's tests. `zeroed` maps a part to
+    the reasons it scores 0 whatever its tests say (forbidden APIs). A test that compares the
+    submission only with itself earns its points only when the parity test it names passed: a
+    submission that computes nothing right is not rewarded for computing it consistently.
     """
-    parts = {}
+    outcomes = {t.name: t.passed for t in tests}
+    scored, parts = [], {}
     for name, part in rubric.parts.items():
         mine = [t for t in tests if t.part == name and t.suite in suites]
         if not mine:
             continue
-        present = {t.suite for t in mine}
-        total_share = sum(rubric.suite_weights.get(s, 0.0) for s in present)
-        score = 0.0
-        for suite in present:
-            in_suite = [t for t in mine if t.suite == suite]
-            each = part.points * rubric.suite_weights.get(suite, 0.0) / total_share / len(in_suite)
-            for t in in_suite:
-                t.max_score = each
-                t.score = each if t.passed and name not in zeroed else 0.0
-                score += t.score
-        parts[name] = PartScore(name, part.title, round(score, 4), part.points, notes=list(zeroed.get(name, [])))
-    return parts
+        weights = [rubric.suite_weights.get(t.suite, 0.0) / sum(u.suite == t.suite for u in mine) for t in mine]
+        maxima = apportion(to_units(part.points), weights)
+        notes = list(zeroed.get(name, []))
+        earned = 0
+        for test, max_units in zip(mine, maxima):
+            counts = test.passed and name not in zeroed and _parity_holds(test, outcomes)
+            scored.append(replace(test, units=max_units if counts else 0, max_units=max_units))
+            earned += scored[-1].units
+        if name not in zeroed and any(t.passed and not _parity_holds(t, outcomes) for t in mine):
+            notes.append("consistency tests earn points only once the matching correctness test passes")
+        parts[name] = PartScore(name, part.title, earned, to_units(part.points), notes=tuple(notes))
+    return tuple(scored), parts
 
 
-def total(parts: dict) -> tuple:
+def _parity_holds(test: TestResult, outcomes: dict) -> bool:
+    """True unless `test` depends on a parity test that failed: the run with the same parameters
+    when there is one, else every run of it (none run counts as failed)."""
+    if not test.parity:
+        return True
+    params = test.name[len(test.name.split("[")[0]):]
+    same_case = f"{test.parity}{params}"
+    if params and same_case in outcomes:
+        return outcomes[same_case]
+    runs = [passed for n, passed in outcomes.items() if n == test.parity or n.startswith(test.parity + "[")]
+    return bool(runs) and all(runs)
+
+
+def total_units(parts: dict) -> tuple:
+    """(earned, maximum) over the graded parts."""
     graded = [p for p in parts.values() if p.graded]
-    return round(sum(p.score for p in graded), 4), round(sum(p.max_score for p in graded), 4)
+    return sum(p.units for p in graded), sum(p.max_units for p in graded)

@@ -32,22 +32,25 @@ FAKE_GRADER = textwrap.dedent("""
         time.sleep(60)
     if "segv" in name:
         os.kill(os.getpid(), signal.SIGSEGV)
-    if "empty" in name:
-        print("grading impossible: the folder holds no mhsa.py")
-        sys.exit(2)
+    if "noresults" in name:
+        sys.exit(2)  # says it could not grade, but leaves no results file behind
     data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
-            "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process",
+            "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
                            "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
+    if "empty" in name:
+        data.update(score=0.0, output="This submission could not be graded: the folder holds no mhsa.py")
+        data["extra_data"].update(status="error", parts={})
     with open(results + ".new", "w") as f:
         json.dump(data, f)
     os.replace(results + ".new", results)  # atomically, as `grade` does
+    sys.exit(2 if "empty" in name else 0)
 """)
 FAKE = (sys.executable, "-c", FAKE_GRADER)
 
 
 def batch_args(folder, out, **overrides):
     return Namespace(**{"path": folder, "out": out, "jobs": 2, "force": False, "suite": "public", "isolation": "process",
-                        "timeout": None, "hide": [], "batch": True, **overrides})
+                        "timeout": None, "hide": [], "batch": True, "timing_device": None, **overrides})
 
 
 def read_csv(out):
@@ -55,16 +58,18 @@ def read_csv(out):
 
 
 def test_submissions_are_files_notebooks_and_folders_and_names_stay_apart(tmp_path):
-    for name in ("alice.py", "bob.ipynb", "carol", "alice", ".hidden.py", "__pycache__", "notes.txt"):
+    for name in ("alice.py", "alice.py.py", "bob.ipynb", "carol", "alice", ".hidden.py", "__pycache__", "notes.txt"):
         (tmp_path / name).mkdir() if "." not in name or name == "__pycache__" else (tmp_path / name).write_text("")
+    (tmp_path / "mallory.py").symlink_to(REPO / "reference" / "mhsa.py")
     found = {s.name: s.path.name for s in batch.discover(tmp_path)}
-    assert found == {"alice": "alice", "alice.py": "alice.py", "bob": "bob.ipynb", "carol": "carol"}
+    assert found == {"alice": "alice", "alice.py": "alice.py", "alice.py~2": "alice.py.py", "bob": "bob.ipynb",
+                     "carol": "carol"}, "every submission has a results file of its own; links are skipped"
 
 
 def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys):
     folder, out = tmp_path / "subs", tmp_path / "out"
     folder.mkdir()
-    for name in ("good.py", "slow.py", "segv.py"):
+    for name in ("good.py", "slow.py", "segv.py", "noresults.py"):
         (folder / name).write_text("")
     (folder / "empty").mkdir()
     rubric = replace(RUBRIC, submission_timeout=3.0)
@@ -72,20 +77,23 @@ def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys):
     assert batch.run(batch_args(folder, out), rubric=rubric, command=FAKE) == 0
 
     files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    assert set(files) == {"good", "slow", "segv", "empty"}
+    assert set(files) == {"good", "slow", "segv", "empty", "noresults"}
     assert files["good"]["score"] == 7.5
     assert files["slow"]["extra_data"]["status"] == "timeout" and "3 s" in files["slow"]["output"]
     assert files["segv"]["extra_data"]["status"] == "crashed" and "SIGSEGV" in files["segv"]["output"]
     assert files["empty"]["extra_data"]["status"] == "error" and "no mhsa.py" in files["empty"]["output"]
-    assert all(files[n]["score"] == 0 for n in ("slow", "segv", "empty"))
+    assert files["noresults"]["extra_data"]["status"] == "crashed" and "exit status 2" in files["noresults"]["output"]
+    assert all(files[n]["score"] == 0 and files[n]["extra_data"]["max_score"] == 90.0
+               for n in ("slow", "segv", "empty", "noresults"))
     rows = read_csv(out)
     assert list(next(csv.reader((out / "grades.csv").open()))) == \
         ["submission", "score", "max_score", *RUBRIC.parts, "isolation", "status"]
     assert rows["good"]["sdpa"] == "7.5" and rows["good"]["heads"] == "" and rows["good"]["status"] == "graded"
-    assert {rows[n]["status"] for n in ("slow", "segv", "empty")} == {"timeout", "crashed", "error"}
+    assert {rows[n]["status"] for n in ("slow", "segv", "empty", "noresults")} == {"timeout", "crashed", "error"}
     assert rows["slow"]["score"] == "0.0" and rows["slow"]["max_score"] == "90.0"
     captured = capsys.readouterr()
-    assert "[4/4]" in captured.err and "no grade (timeout, crash or error) for: empty, segv, slow" in captured.out
+    assert "[5/5]" in captured.err
+    assert "no grade (timeout, crash or error) for: empty, noresults, segv, slow" in captured.out
 
 
 def test_the_batch_hides_its_input_and_output_folders_from_the_workers(tmp_path):

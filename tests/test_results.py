@@ -5,7 +5,7 @@ import pytest
 
 from autograder import results
 from autograder import rubric as rubric_file
-from autograder.grading import Grade
+from autograder.grading import Grade, failure
 from autograder.scoring import PartScore, TestResult
 
 
@@ -14,7 +14,7 @@ def failed_test(suite):
                       summary="out: 12 of 40 values differ; largest error 0.31 at index (0, 1, 2).",
                       detail="At (0, 1, 2): expected 0.125, got 0.435.", hint="check the scale.",
                       example="Falsifying example: test_parity(case=SdpaCase(B=1, L=2, d_k=4))",
-                      score=0.0, max_score=2.0)
+                      units=0, max_units=20_000)
 
 
 def with_feedback(level):
@@ -49,15 +49,36 @@ def test_passed_tests_say_nothing():
 
 
 def test_gradescope_results_have_the_spec_fields_and_add_up():
-    tests = [failed_test("hidden"), replace(failed_test("public"), passed=True, score=2.0)]
-    parts = {"sdpa": PartScore("sdpa", "Scaled dot-product attention", 2.0, 4.0, diagnosis="no scale"),
-             "timing": PartScore("timing", "CUDA", 0.0, 5.0, graded=False, notes=["no CUDA"])}
-    grade = Grade("alice", 2.0, 4.0, parts, tests, "sandbox", ("public", "hidden"), 3.5)
+    tests = (failed_test("hidden"), replace(failed_test("public"), passed=True, units=20_000))
+    parts = {"sdpa": PartScore("sdpa", "Scaled dot-product attention", 20_000, 40_000, diagnosis="no scale"),
+             "timing": PartScore("timing", "CUDA", 0, 50_000, graded=False, notes=("no CUDA",))}
+    grade = Grade("alice", "sandbox", ("public", "hidden"), tests=tests, parts=parts, execution_time=3.5,
+                  notes=("no diagnosis: the worker stopped",))
     data = results.to_gradescope(grade, rubric_file.load())
     assert data["score"] == 2.0 and data["execution_time"] == 3.5 and "no CUDA" in data["output"]
+    assert data["extra_data"]["max_score"] == 4.0, "a part that was not graded is left out of the maximum"
     assert [t["tags"][0] for t in data["tests"]] == ["sdpa", "sdpa"]
     assert sum(t["score"] for t in data["tests"]) == data["score"]
     assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(data["tests"][0])
     hidden = data["tests"][0]
     assert hidden["status"] == "failed" and "Likely mistake: no scale" in hidden["output"]
-    assert data["extra_data"]["isolation"] == "sandbox"
+    assert data["extra_data"]["isolation"] == "sandbox" and data["extra_data"]["status"] == "graded"
+    assert data["extra_data"]["notes"] == ["no diagnosis: the worker stopped"]
+    assert "no diagnosis: the worker stopped" in data["output"] and "no diagnosis" in results.table(grade, rubric_file.load())
+
+
+def test_a_failure_has_the_usual_maximum_no_rows_and_the_reason(tmp_path):
+    grade = failure("bob", "timeout", "Grading was stopped after 300 s", 950_000, "sandbox", ("public", "hidden"), 301.0)
+    data = results.to_gradescope(grade, rubric_file.load())
+    assert data["score"] == 0 and data["extra_data"]["max_score"] == 95.0 and data["tests"] == []
+    assert data["extra_data"]["status"] == "timeout" and "stopped after 300 s" in data["output"]
+    results.write_json_atomic(tmp_path / "bob.json", data)
+    assert results.load(tmp_path / "bob.json") == data, "a batch treats it as finished"
+
+
+def test_text_from_student_code_cannot_redraw_the_terminal_or_flood_the_results():
+    forged = "\x1b[2J\x1b[Halice: 95 / 95 points\x07" + "x" * 50_000
+    test = replace(failed_test("public"), summary=forged)
+    text = results.test_output(test, rubric_file.load())
+    assert "\x1b" not in text and "\x07" not in text
+    assert len(text) < results.TEXT_CAP + 200

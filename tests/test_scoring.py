@@ -1,8 +1,9 @@
-"""Points per part from test outcomes: suite shares, even split, zeroed parts, skipped parts."""
+"""Points per part from test outcomes: suite shares, even split, exact totals, zeroed parts, skipped
+parts, and consistency tests that count only once their parity test passes."""
 import pytest
 
 from autograder import rubric as rubric_file
-from autograder.scoring import PartScore, TestResult, score_parts, total
+from autograder.scoring import UNITS, PartScore, TestResult, apportion, score_parts, total_units
 
 
 @pytest.fixture
@@ -10,39 +11,65 @@ def rubric():
     return rubric_file.load()
 
 
-def results(part, suite, outcomes):
-    return [TestResult(f"{suite}::{part}{i}", part, suite, ok) for i, ok in enumerate(outcomes)]
+def results(part, suite, outcomes, **fields):
+    return [TestResult(f"{suite}::test_{part}{i}", part, suite, ok, **fields) for i, ok in enumerate(outcomes)]
 
 
-def test_all_passed_gives_the_parts_points(rubric):
-    tests = results("sdpa", "public", [True, True]) + results("sdpa", "hidden", [True] * 3)
-    parts = score_parts(tests, rubric, ("public", "hidden"), {})
-    assert parts["sdpa"].score == pytest.approx(rubric.parts["sdpa"].points)
-    assert sum(t.max_score for t in tests) == pytest.approx(rubric.parts["sdpa"].points)
+def test_all_passed_gives_the_parts_points_exactly(rubric):
+    tests = results("sdpa", "public", [True] * 7) + results("sdpa", "hidden", [True] * 13)
+    scored, parts = score_parts(tests, rubric, ("public", "hidden"), {})
+    assert parts["sdpa"].units == parts["sdpa"].max_units == rubric.parts["sdpa"].points * UNITS
+    assert sum(t.units for t in scored) == parts["sdpa"].units, "rows add up to the part, with no rounding gap"
+
+
+def test_apportion_adds_up_and_stays_proportional():
+    shares = apportion(200_000, [0.3 / 7] * 7 + [0.7 / 13] * 13)
+    assert sum(shares) == 200_000
+    assert max(shares[:7]) - min(shares[:7]) <= 1 and max(shares[7:]) - min(shares[7:]) <= 1
 
 
 def test_suite_shares_and_even_split(rubric):
     points = rubric.parts["heads"].points
     share = rubric.suite_weights
     tests = results("heads", "public", [True, False]) + results("heads", "hidden", [True, False, False, False])
-    parts = score_parts(tests, rubric, ("public", "hidden"), {})
+    _, parts = score_parts(tests, rubric, ("public", "hidden"), {})
     expected = points * (share["public"] / 2 + share["hidden"] / 4)
-    assert parts["heads"].score == pytest.approx(expected, abs=1e-3)
+    assert parts["heads"].score == pytest.approx(expected, abs=1e-4)
 
 
 def test_a_suite_that_was_not_run_leaves_the_other_as_the_whole(rubric):
     tests = results("masks", "public", [True, False])
-    parts = score_parts(tests, rubric, ("public",), {})
-    assert parts["masks"].score == pytest.approx(rubric.parts["masks"].points / 2)
+    _, parts = score_parts(tests, rubric, ("public",), {})
+    assert parts["masks"].score == rubric.parts["masks"].points / 2
 
 
 def test_a_zeroed_part_scores_nothing_and_says_why(rubric):
     tests = results("mhsa", "public", [True, True])
-    parts = score_parts(tests, rubric, ("public",), {"mhsa": ["line 3: uses nn.MultiheadAttention"]})
-    assert parts["mhsa"].score == 0 and "nn.MultiheadAttention" in parts["mhsa"].notes[0]
-    assert all(t.score == 0 for t in tests)
+    scored, parts = score_parts(tests, rubric, ("public",), {"mhsa": ["line 3: uses nn.MultiheadAttention"]})
+    assert parts["mhsa"].units == 0 and "nn.MultiheadAttention" in parts["mhsa"].notes[0]
+    assert all(t.units == 0 for t in scored)
+
+
+def test_a_consistency_test_counts_only_when_its_parity_test_passed(rubric):
+    parity = [TestResult("hidden::test_matches[a]", "mhsa", "hidden", False),
+              TestResult("hidden::test_matches[b]", "mhsa", "hidden", True)]
+    consistent = [TestResult("hidden::test_causal[a]", "mhsa", "hidden", True, parity="test_matches"),
+                  TestResult("hidden::test_causal[b]", "mhsa", "hidden", True, parity="test_matches"),
+                  TestResult("hidden::test_untouched", "mhsa", "hidden", True, parity="test_matches")]
+    scored, parts = score_parts(parity + consistent, rubric, ("hidden",), {})
+    earned = {t.name: t.units > 0 for t in scored}
+    assert earned == {"test_matches[a]": False, "test_matches[b]": True, "test_causal[a]": False,
+                      "test_causal[b]": True, "test_untouched": False}
+    assert any("consistency tests" in note for note in parts["mhsa"].notes)
+
+
+def test_a_stub_that_always_raises_earns_nothing_from_consistency_tests(rubric):
+    tests = (results("masks", "hidden", [False] * 3)
+             + [TestResult("hidden::test_invariant", "masks", "hidden", True, parity="test_masks0")])
+    _, parts = score_parts(tests, rubric, ("hidden",), {})
+    assert parts["masks"].units == 0
 
 
 def test_parts_not_graded_are_left_out_of_the_maximum():
     parts = {"sdpa": PartScore("sdpa", "", 10, 20), "timing": PartScore("timing", "", 0, 5, graded=False)}
-    assert total(parts) == (10, 20)
+    assert total_units(parts) == (10, 20)

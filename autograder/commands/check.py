@@ -1,7 +1,6 @@
 """`check [PATH]`: the public tests against a student's own work, with a score table per part."""
 from pathlib import Path
 
-from autograder import rubric as rubric_file
 from autograder.submission import GradingError
 
 
@@ -15,8 +14,9 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     from autograder import grading, results
+    from autograder.rubric import load
 
-    rubric = rubric_file.load()
+    rubric = load()
     try:
         grade = grading.grade(args.path, suites=("public",), isolation="inprocess" if args.debug else "auto",
                               rubric=rubric, extras=False)

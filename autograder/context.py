@@ -1,0 +1,78 @@
+"""Everything one grade needs, decided once, before any stage runs.
+
+The command line (or the Gradescope runner, or a batch) builds a GradingContext; every stage of the
+pipeline (autograder/grading.py) reads it and nothing else: no stage sees an isolation string,
+re-reads the rubric or works out what to hide.
+"""
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from autograder import rubric as rubric_file
+from autograder import submission as submission_file
+from autograder.isolation import Isolation, resolve
+
+SUITES = ("public", "hidden")
+SUITE_CHOICES = {"public": ("public",), "hidden": ("hidden",), "all": SUITES}  # the command line's --suite
+TIMING_DEVICES = ("auto", "cuda", "cpu")
+
+
+@dataclass
+class GradingContext:
+    """One grade's settings and the resources it holds (the working folder, the worker).
+
+    `isolation` None runs the submission in this process: `check --debug` only, never to grade.
+    `extras` adds the parts not graded by test suites: the knowledge check and timing.
+    `timing_device`: "auto" times on CUDA when this machine has it and skips the part otherwise;
+    "cuda" and "cpu" time on that device (the CPU with the rubric's CPU-sized configs).
+    """
+    path: Path
+    rubric: rubric_file.Rubric
+    isolation: Isolation | None
+    suites: tuple = SUITES
+    hidden: tuple = ()
+    extras: bool = True
+    timing_device: str = "auto"
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mhsa-grade-")))
+    _backend: object = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, path, *, rubric=None, suites=SUITES, isolation="auto", hide=(), extras=True,
+               timing_device=None, call_timeout=None) -> "GradingContext":
+        """The context for grading `path`; `isolation` is a level name ("inprocess", "auto",
+        "process", "sandbox") or an Isolation; `hide` adds paths the submission must not read."""
+        rubric = rubric or rubric_file.load()
+        if call_timeout:
+            rubric = replace(rubric, limits=replace(rubric.limits, call_timeout=float(call_timeout)))
+        if isinstance(isolation, str):
+            isolation = None if isolation == "inprocess" else resolve(isolation)
+        path = Path(path)
+        origin = [path.resolve()] if path.exists() and submission_file.safe_to_hide(path) else []
+        hidden = tuple(dict.fromkeys(p for p in (*rubric.hidden, *(Path(h).resolve() for h in hide), *origin)
+                                     if p.exists()))
+        configured = rubric.parts["timing"].settings.get("device", "auto") if "timing" in rubric.parts else "auto"
+        device = timing_device or configured
+        if device not in TIMING_DEVICES:
+            raise ValueError(f"timing device must be one of {', '.join(TIMING_DEVICES)}; got {device!r}")
+        return cls(path, rubric, isolation, tuple(suites), hidden, extras, device)
+
+    @property
+    def isolation_level(self) -> str:
+        return self.isolation.level if self.isolation else "inprocess"
+
+    def backend(self, source: Path):
+        """The one backend of this grade, started on first use and shared by the suites and the
+        diagnosis (the worker imports the submission once)."""
+        if self._backend is None:
+            from autograder.backends import WorkerBackend, open_in_process
+
+            self._backend = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden))
+                             if self.isolation else open_in_process(source))
+        return self._backend
+
+    def close(self) -> None:
+        """Stop the worker and remove the working folder; safe to call twice."""
+        if self._backend is not None:
+            self._backend.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
