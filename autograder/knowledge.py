@@ -4,10 +4,16 @@ Questions live in course/notebook/knowledge.toml (instructor side); the key in
 tests_hidden/knowledge_key.toml, which is never released. Students answer either in the notebook
 or in assignment/knowledge.py (generated here); both routes are read the same way: the literal
 values assigned to Q<n>_ANSWER, through ast.literal_eval, so no student code ever runs.
+
+Feedback: saying which questions are right lets a student find the key in a few resubmissions, so
+by default a student sees only the total until the due date. rubric.toml's [parts.knowledge] sets
+it: `knowledge_feedback = "total"` or `"per_question"` (always), or `due = <TOML date-time>` (total
+before, per question after; without either, the total only).
 """
 import ast
 import re
 from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from autograder import toml
@@ -20,6 +26,7 @@ ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
 # What a well-formed answer of each kind is, and when it is correct: one Python expression each over
 # the answer variable `{v}` and the key `{key}`. The notebook's test cells run exactly these
 # expressions in the student's kernel and `grade` evaluates them here, so both routes agree.
+WRONG = "not the right answer"
 FORM = {
     "choice": "isinstance({v}, str) and {v}.strip().lower() in {choices}",
     "truefalse": "isinstance({v}, bool)",
@@ -122,12 +129,41 @@ def check(question: Question, key, answer) -> tuple:
     if not eval(question.form_check(), scope):  # noqa: S307
         return False, f"{question.id}: answer with {question.how_to_answer()}"
     if not eval(question.correct_check(key), scope):  # noqa: S307
-        return False, f"{question.id}: not the right answer"
+        return False, f"{question.id}: {WRONG}"
     return True, f"{question.id}: correct"
 
 
-def grade(answers: dict, points: float, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:
-    """One result row per autograded question; together they are worth the rubric's `points`."""
+FEEDBACK_MODES = ("total", "per_question")
+
+
+def feedback_mode(settings: dict, now: datetime | None = None) -> str:
+    """"total" or "per_question", from the rubric's [parts.knowledge] settings (see the module's doc)."""
+    mode = settings.get("knowledge_feedback")
+    if mode is not None:
+        if mode not in FEEDBACK_MODES:
+            raise ValueError(f"[parts.knowledge] knowledge_feedback must be one of {FEEDBACK_MODES}, got {mode!r}")
+        return mode
+    due = settings.get("due")
+    if due is None:
+        return "total"
+    if isinstance(due, date) and not isinstance(due, datetime):  # a bare date: the end of that day
+        due = datetime(due.year, due.month, due.day, 23, 59, 59)
+    if not isinstance(due, datetime):
+        raise ValueError(f"[parts.knowledge] due must be a TOML date or date-time, got {due!r}")
+    if due.tzinfo is None:
+        due = due.astimezone()  # a local date-time means the grading machine's time zone
+    return "per_question" if (now or datetime.now(timezone.utc)) >= due else "total"
+
+
+def grade(answers: dict, points: float, key: dict | None = None, path: Path = QUESTIONS_FILE,
+          feedback: str | None = None) -> list:
+    """Result rows worth the rubric's `points` together: one per autograded question with
+    `feedback="per_question"`, else one row with the total that does not say which answers are
+    right. `feedback` None: the rubric's policy (feedback_mode)."""
+    if feedback is None:
+        from autograder import rubric as rubric_file
+
+        feedback = feedback_mode(rubric_file.load().parts["knowledge"].settings)
     key = load_key() if key is None else key
     graded = autograded(questions(path))
     each = points / len(graded)
@@ -137,7 +173,19 @@ def grade(answers: dict, points: float, key: dict | None = None, path: Path = QU
         rows.append({"name": f"knowledge: {q.id}", "part": "knowledge", "question": q.id,
                      "score": each if passed else 0.0, "max_score": each,
                      "status": "passed" if passed else "failed", "output": message})
-    return rows
+    return rows if feedback == "per_question" else [total_row(rows, points)]
+
+
+def total_row(rows: list, points: float) -> dict:
+    """The questions' rows as one: the score, and only the messages that do not depend on the key
+    (not answered, not a literal, the wrong kind of value)."""
+    right = sum(r["status"] == "passed" for r in rows)
+    form = [r["output"] for r in rows if r["status"] == "failed" and not r["output"].endswith(WRONG)]
+    output = (f"{right} of {len(rows)} questions answered correctly; which ones is shown after the due date."
+              + "".join(f"\n{line}" for line in form))
+    return {"name": "knowledge check", "part": "knowledge", "question": None,
+            "score": sum(r["score"] for r in rows), "max_score": points,
+            "status": "passed" if right == len(rows) else "failed", "output": output}
 
 
 def answers_module(all_questions: list) -> str:
