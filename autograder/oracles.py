@@ -9,6 +9,7 @@ may not use, so nothing here is a solution to copy; functions that have no libra
 This module imports nothing but torch: the notebook's read-only helper cell is this file's text.
 """
 import itertools
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -44,7 +45,7 @@ def seeded_draws(first_seed: int, dtype=F64):
 
 def linear_state(draw, name: str, n_out: int, n_in: int, bias=True) -> dict:
     # 1/sqrt(fan_in) keeps scores O(1): attention neither uniform nor one-hot, so mistakes show.
-    state = {f"{name}.weight": draw((n_out, n_in), n_in ** -0.5)}
+    state = {f"{name}.weight": draw((n_out, n_in), 1 / math.sqrt(n_in))}
     if bias:
         state[f"{name}.bias"] = draw((n_out,), 0.5)
     return state

@@ -5,59 +5,30 @@ d_v != d_k, bool and additive masks, 3-D and 4-D inputs, size-1 dimensions, a fl
 precision case, large inputs, a backward pass. Extra probes (dropout, constructors) serve the checks
 in catalog.py. Everything here runs in the grader; the submission only through its Backend.
 """
-import math
 from dataclasses import dataclass, field
 
 import torch
 
+from autograder import oracles
 from autograder.calls import Call
-
-F64 = torch.float64
+from autograder.oracles import F64, additive, causal_blocked, padding_blocked
 
 
 def randn(seed, *shape, dtype=F64, scale=1.0):
-    return (torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=F64) * scale).to(dtype)
+    return oracles.randn(shape, torch.Generator().manual_seed(seed), dtype, scale)
 
 
 def _blocked(seed, *shape):
     """Random bool mask (True = blocked) that leaves key 0 open in every row."""
-    mask = torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < 0.4
-    mask[..., 0] = False
-    return mask
-
-
-def _additive(mask, dtype=F64):
-    return torch.zeros(mask.shape, dtype=dtype).masked_fill(mask, float("-inf"))
-
-
-def _causal(L):
-    return torch.ones(L, L, dtype=torch.bool).triu(1)
-
-
-def _padding(lengths, L):
-    return torch.arange(L)[None, :] >= torch.tensor(lengths)[:, None]
-
-
-def _linear(seed, n_out, n_in, bias=True):
-    state = {"weight": randn(seed, n_out, n_in, scale=1 / math.sqrt(n_in))}
-    if bias:
-        state["bias"] = randn(seed + 1, n_out, scale=0.5)
-    return state
+    return oracles.random_blocked(shape, torch.Generator().manual_seed(seed))
 
 
 def mhsa_state(d, prefix="", seed=10, bias=True) -> dict:
-    return ({f"{prefix}qkv.{k}": v for k, v in _linear(seed, 3 * d, d, bias).items()}
-            | {f"{prefix}out.{k}": v for k, v in _linear(seed + 2, d, d, bias).items()})
+    return oracles.mhsa_state(d, oracles.seeded_draws(seed), prefix, bias)
 
 
 def block_state(d, d_ff, seed=20) -> dict:
-    state = mhsa_state(d, "attn.", seed)
-    state |= {f"ff1.{k}": v for k, v in _linear(seed + 4, d_ff, d).items()}
-    state |= {f"ff2.{k}": v for k, v in _linear(seed + 6, d, d_ff).items()}
-    for i, name in enumerate(("norm1", "norm2")):
-        state[f"{name}.weight"] = 1 + randn(seed + 8 + i, d, scale=0.3)
-        state[f"{name}.bias"] = randn(seed + 10 + i, d, scale=0.3)
-    return state
+    return oracles.block_state(d, d_ff, oracles.seeded_draws(seed))
 
 
 def mhsa_call(x, d=8, h=2, **fields) -> Call:
@@ -84,7 +55,7 @@ def _sdpa_probes():
     return {
         "sdpa plain": Call(sdpa, (q, k, v)),
         "sdpa bool mask": Call(sdpa, (q, k, v), {"attn_mask": _blocked(7, 3, 5)}),
-        "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": _additive(_blocked(8, 2, 3, 5))}),
+        "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": additive(_blocked(8, 2, 3, 5), F64)}),
         "sdpa 4-D": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)}),
         "sdpa float32": Call(sdpa, tuple(t.float() for t in (q, k, v)), {"attn_mask": _blocked(7, 3, 5)}),
         "sdpa half": Call(sdpa, half, {"attn_mask": _blocked(7, 3, 5)}),
@@ -105,7 +76,7 @@ def _heads_probes():
 
 
 def _masks_probes():
-    float32_mask = _additive(_blocked(3, 3, 4), torch.float32)
+    float32_mask = additive(_blocked(3, 3, 4), torch.float32)
     return {
         "to_additive bool": Call("to_additive_mask", (_blocked(1, 3, 4), F64)),
         "to_additive float": Call("to_additive_mask", (float32_mask, F64)),
@@ -113,36 +84,37 @@ def _masks_probes():
         "causal default": Call("causal_mask", (3,)),
         "padding list": Call("padding_mask", ([2, 4, 1],)),
         "padding tensor": Call("padding_mask", (torch.tensor([2, 4, 1]), 6)),
-        "merge both": Call("merge_masks", (_blocked(4, 4, 4), _padding([2, 4], 4), F64)),
-        "merge padding": Call("merge_masks", (None, _additive(_padding([3, 1], 4), torch.float32), F64)),
-        "merge per batch": Call("merge_masks", (_additive(_blocked(5, 2, 1, 4, 4), torch.float32), None, F64)),
+        "merge both": Call("merge_masks", (_blocked(4, 4, 4), padding_blocked([2, 4], 4), F64)),
+        "merge padding": Call("merge_masks", (None, additive(padding_blocked([3, 1], 4), torch.float32), F64)),
+        "merge per batch": Call("merge_masks", (additive(_blocked(5, 2, 1, 4, 4), torch.float32), None, F64)),
     }
 
 
 def _mhsa_probes():
     x = randn(1, 2, 4, 8)
-    causal_padding = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4), "need_weights": True}
+    padding = padding_blocked([2, 4], 4)
+    causal_padding = {"attn_mask": causal_blocked(4), "key_padding_mask": padding, "need_weights": True}
     return {
         "mhsa plain": mhsa_call(x, kwargs={"need_weights": True}),
         "mhsa attn mask": mhsa_call(x, kwargs={"attn_mask": _blocked(2, 4, 4), "need_weights": True}),
-        "mhsa key padding": mhsa_call(x, kwargs={"key_padding_mask": _padding([2, 4], 4), "need_weights": True}),
+        "mhsa key padding": mhsa_call(x, kwargs={"key_padding_mask": padding, "need_weights": True}),
         "mhsa causal + padding": mhsa_call(x, kwargs=causal_padding),
         "mhsa four heads": mhsa_call(x, h=4, kwargs={"need_weights": True}),
         "mhsa batch of one": mhsa_call(x[:1], kwargs={"need_weights": True}),
         "mhsa large": mhsa_call(x * 40),
-        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": _causal(4)}, grad_outputs=(randn(3, 2, 4, 8),)),
+        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": causal_blocked(4)}, grad_outputs=(randn(3, 2, 4, 8),)),
     }
 
 
 def _block_probes():
     x = randn(1, 2, 4, 8)
-    masks = {"attn_mask": _causal(4), "key_padding_mask": _padding([2, 4], 4)}
+    masks = {"attn_mask": causal_blocked(4), "key_padding_mask": padding_blocked([2, 4], 4)}
     return {
         "block post-LN": block_call(x),
         "block pre-LN gelu": block_call(x, {"norm_first": True, "activation": "gelu"}),
         "block masks": block_call(x, kwargs=masks),
         "block pre-LN masks": block_call(x, {"norm_first": True}, kwargs=masks),
-        "block four heads causal": block_call(x, {"num_heads": 4}, kwargs={"attn_mask": _causal(4)}),
+        "block four heads causal": block_call(x, {"num_heads": 4}, kwargs={"attn_mask": causal_blocked(4)}),
         "block batch of one": block_call(x[:1]),
         "block large": block_call(x * 40),
         "block grad": block_call(x, {"norm_first": True}, kwargs=masks, grad_outputs=(randn(3, 2, 4, 8),)),
