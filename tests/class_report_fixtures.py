@@ -10,13 +10,17 @@ one timeout; one grade at the `process` level; one grade with another maximum (k
 timing rows for every graded student, one of them unreadable.
 """
 import copy
+import csv
 import json
 import random
 import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
-from autograder.paths import CORPUS, REFERENCE
+from autograder.paths import CORPUS, REFERENCE, REPO
 
 DATA = Path(__file__).parent / "data" / "class_report"
 EXAMPLE_RESULTS = {name: json.loads((DATA / f"{name}.json").read_text())
@@ -190,3 +194,66 @@ def notebook(source: str) -> dict:
     cell = {"cell_type": "code", "execution_count": None, "id": "solution", "outputs": [], "source": source,
             "metadata": {"nbgrader": {"grade": False, "grade_id": "solution", "locked": False, "solution": True}}}
     return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+# --- running the report and reading what it wrote --------------------------------------------------
+
+def report(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", "report", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def read_csv(path: Path) -> list:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def by_first(rows: list) -> dict:
+    return {row[0]: row for row in rows[1:]}
+
+
+class Tables(HTMLParser):
+    """The tables of a page as {id: [[cell text]]}, the names behind <details> and the page's images."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tables, self.details, self.images, self._table, self._cell, self._in_details = {}, [], [], None, None, False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self._table = self.tables.setdefault(attrs.get("id"), [])
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = ""
+        elif tag == "details":
+            self._in_details = True
+            self.details.append("")
+        elif tag == "img":
+            self.images.append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._table[-1].append(self._cell.strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "details":
+            self._in_details = False
+
+    def handle_data(self, data):
+        if self._in_details:
+            self.details[-1] += data
+        elif self._cell is not None:
+            self._cell += data
+
+
+def assert_page_matches_csv(page: Tables, out: Path) -> int:
+    """Every table on the page has the cells of its CSV file (names columns aside); returns how many."""
+    for table_id, rows in page.tables.items():
+        written = read_csv(out / f"report-{table_id}.csv")
+        shown_columns = len(rows[0])
+        assert [row[:shown_columns] for row in written] == rows, table_id
+    return len(page.tables)

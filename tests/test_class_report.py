@@ -5,78 +5,16 @@ import re
 import statistics
 import subprocess
 import sys
-from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
 from autograder import release
 from autograder.classreport import exports, sources, tables
 from autograder.paths import REPO
-from tests.class_report_fixtures import DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, make_class
+from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, Tables,
+                                        assert_page_matches_csv, by_first, make_class, read_csv, report)
 
 ASSIGNMENT = "MHSA (4711)"
-
-
-def report(*args, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograder", "report", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
-
-
-def read_csv(path: Path) -> list:
-    with open(path, newline="") as f:
-        return list(csv.reader(f))
-
-
-def by_first(rows: list) -> dict:
-    return {row[0]: row for row in rows[1:]}
-
-
-class Tables(HTMLParser):
-    """The tables of a page as {id: [[cell text]]}, the names behind <details> and the page's images."""
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.tables, self.details, self.images, self._table, self._cell, self._in_details = {}, [], [], None, None, False
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "table":
-            self._table = self.tables.setdefault(attrs.get("id"), [])
-        elif tag == "tr" and self._table is not None:
-            self._table.append([])
-        elif tag in ("td", "th") and self._table is not None:
-            self._cell = ""
-        elif tag == "details":
-            self._in_details = True
-            self.details.append("")
-        elif tag == "img":
-            self.images.append(attrs)
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self._table[-1].append(self._cell.strip())
-            self._cell = None
-        elif tag == "table":
-            self._table = None
-        elif tag == "details":
-            self._in_details = False
-
-    def handle_data(self, data):
-        if self._in_details:
-            self.details[-1] += data
-        elif self._cell is not None:
-            self._cell += data
-
-
-def assert_page_matches_csv(page: Tables, out: Path) -> int:
-    """Every table on the page has the cells of its CSV file (names columns aside); returns how many."""
-    for table_id, rows in page.tables.items():
-        written = read_csv(out / f"report-{table_id}.csv")
-        shown_columns = len(rows[0])
-        assert [row[:shown_columns] for row in written] == rows, table_id
-    return len(page.tables)
 
 
 @pytest.fixture(scope="module")
