@@ -20,6 +20,8 @@ from autograder import knowledge
 from autograder import rubric as rubric_file
 from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
 
+ORACLES = Path(__file__).with_name("oracles.py")
+
 ASSIGNMENT = "mhsa"
 SOURCES = NOTEBOOK_SOURCES
 SOURCE_NOTEBOOK = f"course/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
@@ -52,7 +54,7 @@ def source_notebook() -> str:
     tests = test_cells(SOURCES / "tests", rubric, [name for name, _ in definitions])
     cells = [_markdown("lesson-intro", lesson.pop("intro")),
              _code(IMPORTS_CELL, prelude, locked=True),
-             _code("test_helpers", (SOURCES / "tests" / "helpers.py").read_text().strip(), locked=True)]
+             _code("test_helpers", helpers_cell(), locked=True)]
     for name, code in definitions:
         if name in lesson:
             cells.append(_markdown(f"lesson-{name}", lesson.pop(name)))
@@ -65,6 +67,18 @@ def source_notebook() -> str:
     if lesson:
         raise ValueError(f"lesson.md: sections {sorted(lesson)} name no function of reference/mhsa.py")
     return _dumps({"cells": cells, "metadata": METADATA, "nbformat": 4, "nbformat_minor": 5})
+
+
+def helpers_cell() -> str:
+    """The read-only cell the test cells rely on: autograder/oracles.py, loaded as the module `oracles`
+    (its own namespace, so that no name defined in a student's cell changes an expected value), then
+    course/notebook/tests/helpers.py."""
+    source = ORACLES.read_text()
+    if "'''" in source:
+        raise ValueError(f"{ORACLES.name} must not hold ''': the helper cell quotes it that way")
+    loader = ("import sys\nimport types\n\noracles = types.ModuleType(\"oracles\")\n"
+              f"sys.modules[\"oracles\"] = oracles\nexec(r'''{source}''', oracles.__dict__)")
+    return loader + "\n\n\n" + (SOURCES / "tests" / "helpers.py").read_text().strip()
 
 
 def split_module(source: str) -> tuple:

@@ -28,7 +28,7 @@ def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         requirements = z.read("requirements.txt").decode()
     for needed in ("setup.sh", "run_autograder", "rubric.toml", "reference/mhsa.py", "autograder/grading.py",
-                   "autograder/sandbox/worker_main.py", "autograder/sandbox/reaper.py", "tests_public/oracles.py"):
+                   "autograder/sandbox/worker_main.py", "autograder/sandbox/reaper.py", "autograder/oracles.py"):
         assert needed in names
     assert any(n.startswith("tests_hidden/test_") for n in names)
     assert modes["run_autograder"] & stat.S_IXUSR and modes["setup.sh"] & stat.S_IXUSR

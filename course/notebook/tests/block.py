@@ -1,10 +1,11 @@
 # Test cells of the `block` part (format: course/notebook/README.md).
 
 # %% public TransformerBlock
-layer, state = _torch_block(16, 4, 32)
+state = _weights(16, 32)
 mine = _load(TransformerBlock(16, 4, 32), state)
 x = torch.randn(2, 5, 16)
-_expect_close(mine(x), layer(x), "TransformerBlock(16, 4, 32)(x (2,5,16)) against nn.TransformerEncoderLayer")
+expected = oracles.block_expected(state, x, dict(d_model=16, num_heads=4, d_ff=32)).output
+_expect_close(mine(x), expected, "TransformerBlock(16, 4, 32)(x (2,5,16)) against nn.TransformerEncoderLayer")
 print("TransformerBlock: public tests passed")
 
 # %% hidden TransformerBlock
@@ -14,21 +15,23 @@ causal = causal_mask(6)
 keys = padding_mask(torch.tensor([6, 3, 5]))
 for norm_first in (False, True):
     for activation in ("relu", "gelu"):
-        layer, state = _torch_block(24, 6, 40, activation=activation, norm_first=norm_first, layer_norm_eps=1e-3)
-        mine = _load(TransformerBlock(24, 6, 40, activation=activation, norm_first=norm_first, layer_norm_eps=1e-3), state)
+        init = dict(d_model=24, num_heads=6, d_ff=40, activation=activation, norm_first=norm_first, layer_norm_eps=1e-3)
+        state = _weights(24, 40)
+        mine = _load(TransformerBlock(**init), state)
         what = f"TransformerBlock(24, 6, 40, activation={activation!r}, norm_first={norm_first}, layer_norm_eps=1e-3)"
-        _expect_close(mine(x), layer(x), what)
+        _expect_close(mine(x), oracles.block_expected(state, x, init).output, what)
         _expect_close(mine(x, attn_mask=causal, key_padding_mask=keys),
-                      layer(x, src_mask=causal, src_key_padding_mask=keys), f"{what} with causal and key-padding masks")
+                      oracles.block_expected(state, x, init, attn_mask=causal, key_padding_mask=keys).output,
+                      f"{what} with causal and key-padding masks")
 
 # %% hidden TransformerBlock
 # Gradients (float64), dropout in training mode only, and a clear error for unknown activations.
-layer, state = _torch_block(16, 2, 24)
-layer = layer.double()
-mine = _load(TransformerBlock(16, 2, 24).double(), {name: value.double() for name, value in state.items()})
+state = _weights(16, 24, dtype=torch.float64)
+mine = _load(TransformerBlock(16, 2, 24).double(), state)
 x = torch.randn(2, 5, 16, dtype=torch.float64, requires_grad=True)
-(got,) = torch.autograd.grad(mine(x).square().sum(), x)
-(expected,) = torch.autograd.grad(layer(x).square().sum(), x)
+grad_out = torch.randn(2, 5, 16, dtype=torch.float64)
+(got,) = torch.autograd.grad(mine(x), x, grad_out)
+expected = oracles.block_expected(state, x, dict(d_model=16, num_heads=2, d_ff=24), grad_output=grad_out).x_grad
 _expect_close(got, expected, "gradient of TransformerBlock with respect to x (float64)", atol=1e-8, rtol=1e-6)
 mine = TransformerBlock(16, 2, 24, dropout=0.5).eval()
 x = torch.randn(2, 5, 16)

@@ -1,13 +1,13 @@
 # Test cells of the `mhsa` part (format: course/notebook/README.md).
 
 # %% public MultiHeadSelfAttention
-torch_mha, state = _torch_attention(16, 4)
+state = _weights(16)
 mine = _load(MultiHeadSelfAttention(16, 4), state)
 x = torch.randn(2, 5, 16)
-expected, expected_weights = torch_mha(x, x, x, need_weights=True, average_attn_weights=False)
-_expect_close(mine(x), expected, "MultiHeadSelfAttention(16, 4)(x (2,5,16)) against nn.MultiheadAttention")
+expected = oracles.mha_expected(state, x, 4)
+_expect_close(mine(x), expected.output, "MultiHeadSelfAttention(16, 4)(x (2,5,16)) against nn.MultiheadAttention")
 out, weights = mine(x, need_weights=True)
-_expect_close(weights, expected_weights, "per-head weights (need_weights=True) against nn.MultiheadAttention")
+_expect_close(weights, expected.weights, "per-head weights (need_weights=True) against nn.MultiheadAttention")
 try:
     MultiHeadSelfAttention(16, 3)
 except ValueError:
@@ -18,48 +18,46 @@ print("MultiHeadSelfAttention: public tests passed")
 
 # %% hidden MultiHeadSelfAttention
 # Masks: causal (float), key padding (bool), both at once, and a per-batch boolean attention mask.
-torch_mha, state = _torch_attention(24, 3)
+state = _weights(24)
 mine = _load(MultiHeadSelfAttention(24, 3), state)
 x = torch.randn(3, 6, 24)
 causal = causal_mask(6)
 keys = padding_mask(torch.tensor([6, 4, 1]))
-per_batch = torch.rand(3 * 3, 6, 6) < 0.4
-per_batch[..., 0] = False
+per_head = oracles.random_blocked((3, 3, 6, 6))
 cases = {"causal": dict(attn_mask=causal), "key padding": dict(key_padding_mask=keys),
          "causal + key padding": dict(attn_mask=causal, key_padding_mask=keys)}
 for name, masks in cases.items():
-    expected, expected_weights = torch_mha(x, x, x, need_weights=True, average_attn_weights=False, **masks)
+    expected = oracles.mha_expected(state, x, 3, **masks)
     out, weights = mine(x, need_weights=True, **masks)
-    _expect_close(out, expected, f"output with a {name} mask")
-    _expect_close(weights, expected_weights, f"weights with a {name} mask")
-expected = torch_mha(x, x, x, attn_mask=per_batch, need_weights=False)[0]
-_expect_close(mine(x, attn_mask=per_batch.reshape(3, 3, 6, 6)), expected, "output with a bool (B, h, L, L) attention mask")
+    _expect_close(out, expected.output, f"output with a {name} mask")
+    _expect_close(weights, expected.weights, f"weights with a {name} mask")
+_expect_close(mine(x, attn_mask=per_head), oracles.mha_expected(state, x, 3, attn_mask=per_head).output,
+              "output with a bool (B, h, L, L) attention mask")
 
 # %% hidden MultiHeadSelfAttention
 # Other sizes, no bias, one head, float64 and gradients of the input and of every parameter.
 for d_model, num_heads, bias in ((32, 8, False), (12, 1, True), (8, 8, True)):
-    torch_mha, state = _torch_attention(d_model, num_heads, bias)
+    state = oracles.mhsa_state(d_model, oracles.draws(dtype=torch.float32), bias=bias)
     mine = _load(MultiHeadSelfAttention(d_model, num_heads, bias=bias), state)
     x = torch.randn(2, 7, d_model)
-    _expect_close(mine(x), torch_mha(x, x, x, need_weights=False)[0],
+    _expect_close(mine(x), oracles.mha_expected(state, x, num_heads).output,
                   f"MultiHeadSelfAttention({d_model}, {num_heads}, bias={bias})")
-torch_mha, state = _torch_attention(16, 2)
-torch_mha = torch_mha.double()
-mine = _load(MultiHeadSelfAttention(16, 2).double(), {name: value.double() for name, value in state.items()})
+state = _weights(16, dtype=torch.float64)
+mine = _load(MultiHeadSelfAttention(16, 2).double(), state)
 x = torch.randn(2, 4, 16, dtype=torch.float64, requires_grad=True)
 grad_out = torch.randn(2, 4, 16, dtype=torch.float64)
 mine_grads = torch.autograd.grad(mine(x), [x, mine.qkv.weight, mine.out.weight], grad_out)
-torch_grads = torch.autograd.grad(torch_mha(x, x, x, need_weights=False)[0],
-                                  [x, torch_mha.in_proj_weight, torch_mha.out_proj.weight], grad_out)
-for name, got, expected in zip(("x", "qkv.weight", "out.weight"), mine_grads, torch_grads):
-    _expect_close(got, expected, f"gradient with respect to {name} (float64)", atol=1e-8, rtol=1e-6)
+expected = oracles.mha_expected(state, x, 2, grad_output=grad_out)
+torch_grads = (expected.x_grad, expected.param_grads["qkv.weight"], expected.param_grads["out.weight"])
+for name, got, want in zip(("x", "qkv.weight", "out.weight"), mine_grads, torch_grads):
+    _expect_close(got, want, f"gradient with respect to {name} (float64)", atol=1e-8, rtol=1e-6)
 
 # %% hidden MultiHeadSelfAttention
 # Dropout: off in eval mode, on the weights in training mode; the module's settings.
-torch_mha, state = _torch_attention(16, 4)
+state = _weights(16)
 mine = _load(MultiHeadSelfAttention(16, 4, dropout=0.5), state)
 x = torch.randn(2, 8, 16)
-_expect_close(mine(x), torch_mha(x, x, x, need_weights=False)[0], "eval mode with dropout=0.5 (no dropout in eval)")
+_expect_close(mine(x), oracles.mha_expected(state, x, 4).output, "eval mode with dropout=0.5 (no dropout in eval)")
 mine.train()
 out, weights = mine(x, need_weights=True)
 eval_out, eval_weights = mine.eval()(x, need_weights=True)

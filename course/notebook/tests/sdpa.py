@@ -1,39 +1,33 @@
 # Test cells of the `sdpa` part (format: course/notebook/README.md).
 
-# %% public NAME` / `# %% hidden NAME` line starts a test cell
-# placed after the solution cell of NAME; the part's points (rubric.toml) are shared evenly by its
-# public cells and by its hidden cells. Cells run in the student's kernel: keep them self-contained
-# (helpers come from tests/helpers.py) and fast.
-
 # %% public scaled_dot_product_attention
 q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
 out, weights = scaled_dot_product_attention(q, k, v)
-expected_out, expected_weights = _sdpa_formula(q, k, v)
-_expect_close(weights, expected_weights, "weights of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
-_expect_close(out, expected_out, "output of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
+expected = oracles.sdpa_expected(q, k, v)
+_expect_close(weights, expected.weights, "weights of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
+_expect_close(out, expected.output, "output of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
 _expect_close(weights.sum(-1), torch.ones(2, 5), "row sums of the weights")
 print("scaled_dot_product_attention: public tests passed")
 
 # %% hidden scaled_dot_product_attention
 # Masks of both kinds, broadcast over batch and heads; extra batch dimensions; d_v != d_k.
 q, k, v = torch.randn(2, 3, 4, 16), torch.randn(2, 3, 6, 16), torch.randn(2, 3, 6, 5)
-blocked = torch.rand(4, 6) < 0.3
-blocked[:, 0] = False  # every query keeps at least one key
-additive = torch.zeros(4, 6).masked_fill(blocked, float("-inf"))
-expected_out, expected_weights = _sdpa_formula(q, k, v, additive)
+blocked = oracles.random_blocked((4, 6), p=0.3)  # every query keeps at least one key
+additive = oracles.additive(blocked, torch.float32)
+expected = oracles.sdpa_expected(q, k, v, additive)
 for name, mask in (("bool", blocked), ("float", additive)):
     out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    _expect_close(weights, expected_weights, f"weights with a {name} mask (4, 6) and q (2,3,4,16)")
-    _expect_close(out, expected_out, f"output with a {name} mask (4, 6) and q (2,3,4,16)")
+    _expect_close(weights, expected.weights, f"weights with a {name} mask (4, 6) and q (2,3,4,16)")
+    _expect_close(out, expected.output, f"output with a {name} mask (4, 6) and q (2,3,4,16)")
     assert bool((weights[..., blocked] == 0).all()), f"a {name} mask must give blocked keys weight 0"
 soft = torch.randn(2, 1, 4, 6)  # a float mask that is not only 0 / -inf is added as it is
 out, weights = scaled_dot_product_attention(q, k, v, attn_mask=soft)
-_expect_close(weights, _sdpa_formula(q, k, v, soft)[1], "weights with a float mask of arbitrary values (2,1,4,6)")
+_expect_close(weights, oracles.sdpa_expected(q, k, v, soft).weights, "weights with a float mask of arbitrary values (2,1,4,6)")
 
 # %% hidden scaled_dot_product_attention
 # Dropout acts on the weights in training mode only; gradients flow; float64 stays float64.
 q, k, v = torch.randn(3, 5, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 8)
-expected_out, expected_weights = _sdpa_formula(q, k, v)
+expected_weights = oracles.sdpa_expected(q, k, v).weights
 out, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5, training=False)
 _expect_close(weights, expected_weights, "weights with dropout_p=0.5 and training=False (no dropout)")
 out, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5, training=True)
@@ -46,6 +40,6 @@ out, weights = scaled_dot_product_attention(q64, k64, v64)
 assert out.dtype == torch.float64, "float64 inputs must give a float64 output"
 grads = torch.autograd.grad(out.sum(), (q64, k64, v64))
 leaves = [t.detach().clone().requires_grad_() for t in (q64, k64, v64)]
-expected_grads = torch.autograd.grad(_sdpa_formula(*leaves)[0].sum(), leaves)
+expected_grads = torch.autograd.grad(oracles.sdpa_expected(*leaves).output.sum(), leaves)
 for name, grad, expected in zip("qkv", grads, expected_grads):
     _expect_close(grad, expected, f"gradient of the output's sum with respect to {name} (float64)")
