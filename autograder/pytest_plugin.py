@@ -41,6 +41,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "part(name): the rubric part this test grades")
+    config.addinivalue_line("markers", "self_comparison(parity): the test compares the submission with itself or "
+                                       "checks a property of its outputs, with no expected value; `parity` names "
+                                       "the test of the same function that compares with an oracle")
 
 
 def resolve_impl(value: str) -> Path:

@@ -163,12 +163,14 @@ def test_dropout_in_feed_forward_branch(impl, ref):
                     inner_hint="apply dropout between the activation and ff2, as nn.TransformerEncoderLayer does.")
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(6)
 @given(case=block_cases(attn_masks=("none",), key_padding=(False,)))
 def test_permutation_equivariance(impl, case):
     check_permutation_equivariance(impl, case, block_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(6)
 @given(case=block_cases(attn_masks=("causal",), key_padding=(False,)))
 @example(case=BlockCase(B=2, L=5, d_model=4, h=2, d_ff=6, attn_mask="causal"))
@@ -176,6 +178,7 @@ def test_causality(impl, case):
     check_causality(impl, case, block_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(6)
 @given(case=block_cases(attn_masks=("none",), key_padding=(True,)))
 @example(case=BlockCase(B=2, L=4, d_model=4, h=2, d_ff=6, key_padding=True))
@@ -183,6 +186,7 @@ def test_key_padding_invariance(impl, case):
     check_key_padding_invariance(impl, case, block_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_inputs_untouched(impl, norm_first):
     case = BlockCase(B=2, L=4, d_model=8, h=2, d_ff=16, norm_first=norm_first, attn_mask="causal",

@@ -83,12 +83,14 @@ def test_invalid_head_count_raises(impl, d_model, num_heads):
     expect_raises(impl, call, ValueError, "num_heads must be at least 1 and divide d_model")
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(8)
 @given(case=mhsa_cases(attn_masks=("none",), key_padding=(False,)))
 def test_permutation_equivariance(impl, case):
     check_permutation_equivariance(impl, case, mhsa_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(8)
 @given(case=mhsa_cases(attn_masks=("causal",), key_padding=(False,)))
 @example(case=MhsaCase(B=2, L=5, d_model=4, h=2, attn_mask="causal"))
@@ -96,6 +98,7 @@ def test_causality(impl, case):
     check_causality(impl, case, mhsa_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(8)
 @given(case=mhsa_cases(attn_masks=("none",), key_padding=(True,)))
 @example(case=MhsaCase(B=2, L=4, d_model=4, h=2, key_padding=True))
@@ -103,6 +106,7 @@ def test_key_padding_invariance(impl, case):
     check_key_padding_invariance(impl, case, mhsa_call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch")
 @examples(10)
 @given(case=mhsa_cases(attn_masks=ATTN_MASKS[1:]))
 def test_blocked_weights_are_exactly_zero(impl, case):
@@ -187,6 +191,7 @@ def test_training_dropout_keeps_expectation(impl, ref):
            hint="dropout keeps the expectation: kept values are scaled by 1/(1-p).")
 
 
+@pytest.mark.self_comparison(parity="test_gradients_match_torch")
 @examples(6)
 @given(case=mhsa_cases(attn_masks=("causal", "per_batch"), key_padding=(True,), kinds=("additive", "bool")))
 def test_inputs_untouched_with_gradients(impl, case):

@@ -31,6 +31,7 @@ def test_matches_reference(impl, ref, case):
     expect_untouched(outcome, call)
 
 
+@pytest.mark.self_comparison(parity="test_matches_reference")
 @examples(12)
 @given(case=sdpa_cases(masks=("bool", "additive")))
 def test_weights_are_distributions(impl, case):
@@ -137,6 +138,7 @@ def test_training_dropout_on_weights(impl, ref):
            hint="draw the dropout mask from torch's random generator (F.dropout, torch.rand_like).")
 
 
+@pytest.mark.self_comparison(parity="test_matches_reference")
 def test_half_precision_keeps_dtype(impl):
     for dtype in (torch.float16, torch.bfloat16):
         q, k, v = _qkv(7, (2, 4, 8), dtype=dtype)
@@ -150,6 +152,7 @@ def test_half_precision_keeps_dtype(impl):
             expect(bool(torch.isfinite(got).all()), f"{what} of {call.signature()} holds inf or NaN.")
 
 
+@pytest.mark.self_comparison(parity="test_gradients_match_reference")
 @examples(6)
 @given(case=sdpa_cases(masks=("bool", "additive"), dtypes=("float64",)))
 def test_inputs_untouched_with_gradients(impl, case):

@@ -159,6 +159,7 @@ def test_training_mode_without_dropout_is_deterministic(impl):
     check_block(impl, settings(True, "relu", dropout=0.0), training=True, attn_mask=causal_blocked(L))
 
 
+@pytest.mark.self_comparison(parity="test_matches_torch_encoder_layer")
 def test_dropout_is_active_in_training_mode(impl):
     init = settings(False, "relu", dropout=0.5)
     x, state = randn(B, L, D), block_state(D, D_FF)
