@@ -3,8 +3,8 @@ of real results files (tests/data/class_report/: the batch's output on examples/
 submissions mixed from the valid solutions of other styles (corpus/valid/, reference/mhsa.py).
 
 Known facts: three misconceptions matched by 6, 4 and 2 students; two near-identical submissions
-(one is the other with names, comments and layout changed) among 9 handed-in sources (the other
-students' solutions are independent ones of different styles; 21 students hand in no source);
+(one is the other with names, comments and layout changed) among 8 handed-in sources (the other
+students' solutions are independent ones of different styles; 22 students hand in no source);
 one forbidden API; one tampered notebook;
 one timeout; one grade at the `process` level; one grade with another maximum (knowledge graded);
 timing rows for every graded student, one of them unreadable.

@@ -85,6 +85,8 @@ def test_similarity_finds_the_near_identical_pair_and_nothing_else(generated):
     assert [tuple(r[:2]) for r in rows] == [facts.near_identical]
     assert float(rows[0][2]) >= 0.95
     html = (out / "report.html").read_text()
+    assert "8 submissions read from" in html  # the tampered notebook's code too, through the notebook extraction
+    assert facts.tampered not in html.split("No source for:")[1].split("</p>")[0]
     assert f"{facts.near_identical[0]} and {facts.near_identical[1]}: side by side" in html
     columns = re.findall(r"<pre>(.*?)</pre>", html, re.S)
     assert len(columns) == 2
@@ -211,7 +213,8 @@ def test_nbgrader_export_gives_totals_only_and_blank_for_no_submission(tmp_path)
         "score,max_score\n"
         "mhsa,,2026-11-01 10:00:00,ada,Lovelace,Ada,ada@uni.edu,80.0,0.0,80.0,95.0\n"
         "mhsa,,2026-11-01 11:00:00,alan,Turing,Alan,alan@uni.edu,95.0,0.0,95.0,95.0\n"
-        "mhsa,,,grace,Hopper,Grace,grace@uni.edu,0.0,0.0,0.0,95.0\n")
+        "mhsa,,,grace,Hopper,Grace,grace@uni.edu,0.0,0.0,0.0,95.0\n"
+        "ps1,,2026-10-01 10:00:00,ada,Lovelace,Ada,ada@uni.edu,10.0,0.0,10.0,10.0\n")  # another assignment
     run = report(gradebook, "--out", tmp_path / "out")
     assert run.returncode == 0, run.stdout + run.stderr
     html = (tmp_path / "out" / "report.html").read_text()
@@ -232,6 +235,12 @@ def test_forbidden_list_from_the_grader_is_preferred_to_the_notes():
     assert sources.from_results(data, "x").forbidden == data["extra_data"]["forbidden"]
     del data["extra_data"]["forbidden"]
     assert sources.from_results(data, "x").forbidden == data["extra_data"]["parts"]["mhsa"]["notes"][:1]
+    # the runtime check's text, as the grader writes it into the notes and the tests' output
+    runtime = ("MultiHeadSelfAttention used torch function scaled_dot_product_attention, which this assignment "
+               "forbids: implement attention yourself with matmul, softmax and friends")
+    data["extra_data"]["parts"]["mhsa"]["notes"] = [runtime]
+    data["tests"][0]["output"] = f"output differs\nThis part scores 0: {runtime}"
+    assert sources.from_results(data, "x").forbidden == [runtime]
 
 
 def test_results_with_missing_fields_are_still_read(tmp_path):

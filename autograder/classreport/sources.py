@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import batch, submission
+from autograder import batch, notebook, submission
 
 BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
 KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
@@ -144,6 +144,11 @@ def _nbgrader(path: Path) -> list:
         rows = list(csv.DictReader(f))
     if not rows or not NBGRADER_COLUMNS <= set(rows[0]):
         raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed)")
+    assignments = {row.get("assignment") for row in rows}
+    if len(assignments) > 1:  # the export holds the whole course: this assignment's rows only
+        rows = [row for row in rows if row.get("assignment") == notebook.ASSIGNMENT]
+        if not rows:
+            raise ValueError(f"{path}: no rows of assignment {notebook.ASSIGNMENT!r} (found {sorted(assignments)})")
     records = []
     for row in rows:
         submitted = bool(row.get("timestamp", "x").strip())
