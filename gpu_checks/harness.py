@@ -13,8 +13,8 @@ import torch
 
 from autograder import paths
 from gpu_checks.participants import TimingWorker
-from gpu_checks.session import (BASELINE, REFERENCE, STUDENT, CaseFailed, SessionResult, check_drift, guarded,
-                                run_cases)
+from gpu_checks.session import (BASELINE, REFERENCE, STUDENT, CaseFailed, SessionResult, TimingSetupError,
+                                check_drift, guarded, run_cases)
 
 REFERENCE_FILE = paths.REFERENCE
 BASELINE_FILE = Path(__file__).resolve().parent / "baselines" / "fused_mhsa.py"
@@ -32,8 +32,8 @@ def run_session(submission: Path, settings, isolation, limits, hidden, device: s
                         workers.pop(role).close()
                 check_drift(results, workers[REFERENCE], settings, random.Random(seed))
     except CaseFailed as failure:  # the submission could not be imported
-        return SessionResult([], seed, failure=str(failure))
-    return SessionResult(results, seed)
+        return SessionResult([], seed, device, failure=str(failure))
+    return SessionResult(results, seed, device)
 
 
 @contextlib.contextmanager
@@ -45,10 +45,23 @@ def timing_workers(paths: dict, device: str, isolation, limits, hidden):
             workers[role] = TimingWorker(path, device, isolation, limits, hidden)
         for role, worker in workers.items():
             guarded(role, worker.wait_ready)
+        if device == "cuda":
+            require_cuda_inside(workers[REFERENCE], isolation)
         yield workers
     finally:
         for worker in workers.values():
             worker.close()
+
+
+def require_cuda_inside(reference, isolation) -> None:
+    """The grader sees CUDA (or it would not time on it); a worker that does not is the sandbox's fault.
+    Asked of the reference's worker, which runs trusted code under the same isolation as the student's."""
+    reachable, reason = guarded(REFERENCE, reference.cuda_reachable)
+    if not reachable:
+        raise TimingSetupError(
+            f"CUDA works in the grader's process but not inside the timing worker ({isolation.level} isolation): "
+            f"{reason}. Under bubblewrap the worker sees only the device nodes and driver libraries that "
+            "autograder/cuda_binds.py finds; check that `ldconfig -p` lists libcuda.so.1 and that /dev/nvidia* exist.")
 
 
 def reference_weights(case, seed: int) -> dict:

@@ -15,6 +15,7 @@ import torch
 
 from autograder.sandbox import wire
 from autograder.worker import WorkerProcess
+from gpu_checks.runqueue import RunQueueClock, worker_thread
 from gpu_checks.timing_worker import PROBES
 
 ENTRY = Path(__file__).resolve().parent / "timing_worker.py"
@@ -27,12 +28,13 @@ class ParticipantError(Exception):
 
 @dataclass(frozen=True)
 class Measurement:
-    device_ms: float      # CUDA events on the calling stream (the host clock in CPU mode)
-    host_ms: float        # host clock across a device-wide synchronize
+    device_ms: float      # CUDA events on the calling stream; on CPU the process's CPU time or host_ms, the larger
+    host_ms: float        # host clock across a device-wide synchronize; on CPU less the time spent preempted
     roundtrip_ms: float   # the grader's clock around the whole request
     flags_changed: dict   # flag -> (pinned value, value after the call), as text
     fingerprint: dict     # tensor name -> {shape, dtype, probes, norm, nonfinite} or None
     forbidden: list       # forbidden APIs seen (only when the call was monitored)
+    queued_ms: float = 0.0  # of the round trip, time the grader's and the worker's threads waited for a core
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def setup_result(reply) -> dict:
     return result
 
 
-def measurement(reply, roundtrip_ms: float) -> Measurement:
+def measurement(reply, roundtrip_ms: float, queued_ms: float = 0.0) -> Measurement:
     """Checks every field's type: a reply is data from an untrusted process."""
     r = _result(reply)
     ok = (isinstance(r, dict) and all(_time(r.get(k)) for k in ("device_ms", "host_ms"))
@@ -74,7 +76,7 @@ def measurement(reply, roundtrip_ms: float) -> Measurement:
         raise ParticipantError("sent a malformed timing reply")
     changed = {str(k): tuple(v) for k, v in r["flags_changed"].items()}
     return Measurement(r["device_ms"], r["host_ms"], roundtrip_ms, changed, r["fingerprint"],
-                       [str(f) for f in r["forbidden"]])
+                       [str(f) for f in r["forbidden"]], queued_ms)
 
 
 class TimingWorker:
@@ -84,6 +86,7 @@ class TimingWorker:
         self.device, self.limits = device, limits
         self._process = WorkerProcess(path, isolation, limits, list(hidden), entry=ENTRY)
         self._failure = None
+        self._queue = RunQueueClock(None)
 
     def wait_ready(self) -> None:
         """Waits for the module to be imported; workers start together, so imports overlap."""
@@ -94,14 +97,25 @@ class TimingWorker:
                                    + (f"\n{where}" if where else ""))
         if not (isinstance(hello, dict) and hello.get("status") == "ready"):
             raise ParticipantError("sent a malformed reply at import")
+        self._queue = RunQueueClock(worker_thread(self._process.token, ENTRY.name))
+
+    def cuda_reachable(self) -> tuple:
+        """(True, "") or (False, why not), as the worker sees it from inside its isolation."""
+        r = _result(self._exchange({"op": "probe"}, self.limits.call_timeout))
+        if not (isinstance(r, dict) and isinstance(r.get("cuda"), bool) and isinstance(r.get("reason"), str)):
+            raise ParticipantError("sent a malformed reply to the CUDA probe")
+        return r["cuda"], r["reason"]
 
     def setup(self, case, state) -> dict:
         return setup_result(self._exchange(setup_request(case, state, self.device), self.limits.call_timeout))
 
     def run(self, case, seed: int, seq_len: int, monitor: bool) -> Measurement:
-        t0 = time.perf_counter()
+        """Times the request on the grader's clock, and reads how much of it this thread and the worker's
+        main thread (from outside the worker) spent waiting for a core: other tenants' doing."""
+        queued0, t0 = self._queue.read(), time.perf_counter()
         reply = self._exchange(run_request(case, seed, seq_len, monitor), self.limits.call_timeout)
-        return measurement(reply, (time.perf_counter() - t0) * 1e3)
+        elapsed, queued = time.perf_counter() - t0, self._queue.read() - queued0
+        return measurement(reply, elapsed * 1e3, queued * 1e3)
 
     def close(self) -> None:
         self._process.stop()

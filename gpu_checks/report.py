@@ -6,19 +6,28 @@ HEADER = ("case", "pairs", "ratio", "interval", "threshold", "verdict", "TFLOP/s
 
 
 def render(session) -> str:
+    where = timed_on(session)
     if session.failure:
-        return f"CUDA timing: failed. {session.failure}"
+        return f"Timing {where}: failed. {session.failure}"
     device = next((c.device for c in session.cases if c.device), {})
-    lines = [f"CUDA timing against the reference on {device.get('device', '?')} (torch {device.get('torch', '?')}, "
+    clock = "CUDA events" if session.device == "cuda" else "the host clock"
+    lines = [f"Timing against the reference {where} ({device.get('device', '?')}, torch {device.get('torch', '?')}, "
              f"session seed {session.seed}): {'passed' if session.passed else 'failed'}",
              "ratio = your time / the reference's, median over interleaved pairs; a case passes when its "
              "interval is within the threshold.",
-             "TFLOP/s: median per call, matmul flops only, by the device clock (CUDA events).", ""]
+             f"TFLOP/s: median per call, matmul flops only, by the device clock ({clock}).", ""]
     rows = [HEADER] + [_row(c) for c in session.cases]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     reasons = [f"- {c.case.name}: {reason}" for c in session.cases for reason in c.reasons]
     return "\n".join(lines + ([""] + reasons if reasons else []))
+
+
+def timed_on(session) -> str:
+    """The device in words, so that no one takes a CPU verdict for a GPU one."""
+    if session.device == "cpu":
+        return "on the CPU (not a GPU: CPU-sized configs from the rubric's [parts.timing.cpu])"
+    return "on the CUDA GPU"
 
 
 def _row(result) -> tuple:

@@ -39,6 +39,7 @@ class CaseResult:
 class SessionResult:
     cases: list
     seed: int
+    device: str  # "cuda" or "cpu": what was timed
     failure: str | None = None  # a failure before any case could run, e.g. an import error
 
     @property

@@ -1,11 +1,14 @@
 """The timing part's settings, read from rubric.toml's [parts.timing], and the cases they expand to.
 
 Every number lives in the rubric (one place an instructor edits); a missing or unknown key is an
-error here rather than a silent default, so a typo cannot loosen the check.
+error here rather than a silent default, so a typo cannot loosen the check. The CPU device reads the
+same table with its [parts.timing.cpu] keys in place of the CUDA ones (CPU-sized configs, a CPU peak).
 """
 from dataclasses import dataclass, fields
 
 DTYPES = ("float32", "bfloat16")
+DEVICES = ("cuda", "cpu")
+CPU_TABLE = "cpu"  # [parts.timing.cpu]: the keys that differ when timing on the CPU
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,25 @@ class TimingSettings:
     solo_calls: int
 
     @classmethod
+    def for_device(cls, table: dict, device: str) -> "TimingSettings":
+        """From the [parts.timing] keys (rubric.Part.settings), for "cuda" or "cpu"."""
+        if device not in DEVICES:
+            raise ValueError(f"the timing device must be one of {DEVICES}, got {device!r}")
+        overrides = table.get(CPU_TABLE)
+        if device == "cpu" and not overrides:
+            raise ValueError("rubric [parts.timing]: timing on the CPU needs a [parts.timing.cpu] table with "
+                             "CPU-sized configs")
+        base = {k: v for k, v in table.items() if k != CPU_TABLE}
+        if device == "cpu":
+            unknown = set(overrides) - set(base)
+            if unknown:
+                raise ValueError(f"rubric [parts.timing.cpu]: unknown keys {sorted(unknown)}")
+            base.update(overrides)
+        return cls.from_table(base)
+
+    @classmethod
     def from_table(cls, table: dict) -> "TimingSettings":
-        """From the [parts.timing] keys (rubric.Part.settings)."""
+        """From a flat table of every key (no [parts.timing.cpu])."""
         expected = {f.name for f in fields(cls)}
         missing, unknown = expected - set(table), set(table) - expected
         if missing or unknown:

@@ -7,12 +7,14 @@ own modules (worker_main, executor) come from config["worker_dir"]. It measures 
 every comparison and every decision happens in the grader's process.
 
 Requests (plain data, see gpu_checks.participants):
+  probe: whether CUDA is reachable from inside this worker (its sandbox), and if not why
   setup: build the module for a case from the grader's weights, allocate its input buffers
   run:   refill the inputs from a seed, flush L2, pin precision flags, time one call, fingerprint it
 """
 import contextlib
 import functools
 import json
+import os
 import sys
 import time
 import zlib
@@ -21,6 +23,7 @@ import torch
 
 PROBES = 4  # random projections per fingerprinted tensor
 FLUSH_MIN_BYTES = 256 << 20
+CPU_FLUSH_BYTES = 8 << 20  # several times a server core's L2 (1-2 MiB)
 
 
 def _attribute(path):
@@ -106,16 +109,36 @@ class CudaClock:
 
 
 class HostClock:
-    """CPU mode (CI): no device to wait for and no cache worth flushing, so both clocks are the host's."""
+    """CPU mode. There is no device to wait for, and on a shared machine the wall clock mostly measures
+    other tenants (a call preempted for one time slice looks several times slower), so:
+    host_ms: the wall clock minus the time the calling thread sat on the run queue, ready but without
+             a core (Linux /proc/thread-self/schedstat); sleeping and waiting for other threads count;
+    device_ms: the larger of that and the CPU time of all the process's threads, so work handed to
+             other threads counts too (the CPU's counterpart of a side stream).
+    The flush evicts the core's private caches, so that no call profits from its own previous one (as
+    the reference would when timed alone in the drift check)."""
+
+    def __init__(self):
+        self.flush_buffer = torch.empty(CPU_FLUSH_BYTES, dtype=torch.uint8)
+        try:
+            self.schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:  # not Linux, or a kernel without scheduler statistics: the wall clock it is
+            self.schedstat = None
 
     def flush(self):
-        pass
+        self.flush_buffer.zero_()
+
+    def run_queue_s(self) -> float:
+        if self.schedstat is None:
+            return 0.0
+        return int(os.pread(self.schedstat, 128, 0).split()[1]) / 1e9  # "on-cpu-ns run-queue-ns slices"
 
     def measure(self, call):
-        t0 = time.perf_counter()
+        queued0, cpu0, t0 = self.run_queue_s(), time.process_time(), time.perf_counter()
         out = call()
-        host_ms = (time.perf_counter() - t0) * 1e3
-        return host_ms, host_ms, out
+        wall, cpu, queued = time.perf_counter() - t0, time.process_time() - cpu0, self.run_queue_s() - queued0
+        host_s = max(wall - queued, 1e-7)
+        return max(cpu, host_s) * 1e3, host_s * 1e3, out
 
 
 class CaseState:
@@ -147,7 +170,19 @@ class TimingSession:
         self.cases, self.clock = {}, None
 
     def execute(self, submission, request):
-        return {"setup": self.setup, "run": self.run}[request["op"]](submission, request)
+        return {"probe": self.probe, "setup": self.setup, "run": self.run}[request["op"]](submission, request)
+
+    def probe(self, submission, request):
+        """Whether CUDA works in here: the sandbox may lack a device node or a driver library that the
+        grader's own process has, and the grader must say so instead of blaming the submission."""
+        if torch.cuda.is_available():
+            return {"cuda": True, "reason": ""}
+        try:
+            torch.cuda.init()
+            reason = "torch.cuda.is_available() is False"
+        except Exception as err:  # noqa: BLE001 - the reason is the point
+            reason = f"{type(err).__name__}: {err}"
+        return {"cuda": False, "reason": reason}
 
     def setup(self, submission, request):
         device, dtype = torch.device(request["device"]), request["dtype"]

@@ -1,0 +1,165 @@
+"""Timing alone, for courses that grade elsewhere (Gradescope has no GPUs): time a folder of submissions
+on a GPU machine, then merge the timing rows into results made elsewhere.
+
+    python -m gpu_checks batch SUBMISSIONS --out TIMING_DIR [--device cuda|cpu] [--isolation auto] [--force]
+    python -m gpu_checks merge TIMING_DIR RESULTS_DIR
+
+`batch` writes TIMING_DIR/<name>.json per submission (names as `autograder grade --batch` gives them),
+atomically and only once the session is over, so an existing valid file means done: a killed batch
+is rerun with the same command. Submissions are timed one after another (timings on one device must
+not overlap). A fault of the grading machine (no GPU, CUDA out of the sandbox's reach) stops the
+batch without writing a file: it is nobody's verdict.
+
+`merge` finds each timed submission's results.json in RESULTS_DIR, either RESULTS_DIR/<name>.json (a
+`grade --batch` results folder) or RESULTS_DIR/<name>/results.json (one folder per submission, as a
+Gradescope export lays them out), and replaces its timing row and part: the top-level score becomes
+the sum of the rows, extra_data.max_score the sum of the graded parts' maxima. Merging again changes
+nothing. A results folder's grades.csv is rebuilt.
+"""
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from autograder import batch as grade_batch
+from autograder import results
+from autograder.submission import GradingError
+from autograder.submission import load as load_submission
+from gpu_checks.grading import grade_timing, no_cuda_reason, resolve_device
+from gpu_checks.session import TimingSetupError
+
+TIMING_FIELDS = {"submission": str, "status": str, "score": (int, float), "max_score": (int, float),
+                 "output": str, "device": (str, type(None)), "isolation": str}
+STATUSES = ("passed", "failed", "skipped")
+TIMING_TAG = "timing"  # the rubric part, and the tag of its row in results.json
+POINT_DIGITS = 4  # results.json scores are multiples of 1e-4 points
+
+
+def load_timing(path: Path) -> dict | None:
+    """A per-submission timing file if it is complete and well-formed, else None (time it again)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(data, dict) and all(isinstance(data.get(k), t) for k, t in TIMING_FIELDS.items())
+          and data["status"] in STATUSES)
+    return data if ok else None
+
+
+def time_folder(folder: Path, out: Path, rubric, isolation, device: str, force: bool = False, log=print) -> int:
+    """The `batch` command: exit status 0 when every submission has a timing file, 1 otherwise."""
+    try:
+        device = resolve_device(device)
+    except TimingSetupError as err:
+        log(f"cannot time here: {err}")
+        return 1
+    if device is None:
+        log(f"cannot time here: {no_cuda_reason()}; --device cpu times on the CPU")
+        return 1
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    submissions = grade_batch.discover(Path(folder))
+    todo = [s for s in submissions if force or load_timing(out / f"{s.name}.json") is None]
+    log(f"{len(submissions) - len(todo)} of {len(submissions)} submissions already timed (--force times them again)")
+    hidden = [Path(folder).resolve(), out]  # no submission may see the others or their timings
+    for number, sub in enumerate(todo, 1):
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="mhsa-timing-") as workdir:
+            try:
+                source = load_submission(sub.path, Path(workdir)).source
+            except GradingError as err:
+                result = {"status": "failed", "score": 0.0, "max_score": rubric.parts["timing"].points,
+                          "output": f"Timing: failed. This submission could not be read: {err}", "device": device}
+            else:
+                try:
+                    result = grade_timing(source, rubric, isolation, hidden=hidden, device=device)
+                except TimingSetupError as err:
+                    log(f"stopped: the timing check cannot run on this machine ({err}). Nothing was written for "
+                        f"{sub.name}; fix the machine and rerun the same command.")
+                    return 1
+        record = {"submission": sub.name, **result, "isolation": isolation.level,
+                  "seconds": round(time.monotonic() - started, 1)}
+        results.write_json_atomic(out / f"{sub.name}.json", record)
+        log(f"[{number}/{len(todo)}] {sub.name}: {result['status']}, {result['score']:g} / {result['max_score']:g} "
+            f"on {result['device']} ({record['seconds']} s)")
+    return 0
+
+
+def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
+    """The `merge` command: exit status 0 when every timing file found its results.json and merged."""
+    timing_dir, results_dir = Path(timing_dir), Path(results_dir)
+    merged, problems = [], []
+    for timing_file in sorted(timing_dir.glob("*.json")):
+        timing = load_timing(timing_file)
+        if timing is None:
+            problems.append(f"{timing_file.name}: not a complete timing file (rerun the timing batch)")
+            continue
+        target = results_file(results_dir, timing["submission"])
+        data = grade_batch.load_results(target) if target else None
+        if data is None:
+            problems.append(f"{timing['submission']}: no valid results.json in {results_dir}")
+            continue
+        status = data["extra_data"].get("status", "graded")
+        if status != "graded":
+            problems.append(f"{timing['submission']}: its results have no grade ({status}); regrade it, then merge")
+            continue
+        results.write_json_atomic(target, with_timing(data, timing))
+        merged.append(timing["submission"])
+    if (results_dir / "grades.csv").exists():
+        names = [p.stem for p in sorted(results_dir.glob("*.json"))]
+        grade_batch.write_csv(results_dir, [grade_batch.Submission(n, results_dir / f"{n}.json") for n in names],
+                              rubric)
+    log(f"merged timing into {len(merged)} results file(s) in {results_dir}")
+    for problem in problems:
+        log(f"not merged: {problem}")
+    return 1 if problems else 0
+
+
+def results_file(results_dir: Path, name: str) -> Path | None:
+    for candidate in (results_dir / f"{name}.json", results_dir / name / "results.json"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def with_timing(data: dict, timing: dict) -> dict:
+    """results.json with its timing row and part replaced by `timing`'s; a pure function, so merging
+    the same timing twice gives the same file."""
+    graded = timing["status"] != "skipped"
+    row = {"name": f"timing: speed against the reference ({timing['device'] or 'not timed'})",
+           "score": float(timing["score"]), "max_score": float(timing["max_score"]) if graded else 0.0,
+           "output": timing["output"] if graded else f"Not graded: {timing['output']}",
+           "visibility": "visible", "tags": [TIMING_TAG]}
+    if graded:
+        row["status"] = timing["status"]
+    tests = [t for t in data["tests"] if TIMING_TAG not in t.get("tags", ())] + [row]
+    extra = dict(data["extra_data"])
+    parts = dict(extra.get("parts", {}))
+    parts[TIMING_TAG] = {"score": float(timing["score"]), "max_score": float(timing["max_score"]),
+                         "graded": graded, "notes": [timing["output"]], "diagnosis": ""}
+    extra["parts"] = parts
+    extra["max_score"] = round(sum(p["max_score"] for p in parts.values() if p.get("graded", True)), POINT_DIGITS)
+    extra["timing_merged"] = {"device": timing["device"], "isolation": timing["isolation"],
+                              "status": timing["status"]}
+    score = round(sum(t["score"] for t in tests), POINT_DIGITS)
+    return {**data, "score": score, "output": summary_with_timing(data.get("output", ""), score, extra["max_score"],
+                                                                  row), "tests": tests, "extra_data": extra}
+
+
+def summary_with_timing(text: str, score: float, max_score: float, row: dict) -> str:
+    """The summary `grade` wrote, with the new total in its headline and the timing part's lines (the
+    part line and its indented notes) replaced by one that points to the timing row."""
+    lines, out, skipping = text.splitlines(), [], False
+    for line in lines:
+        if skipping and line.startswith("      "):
+            continue
+        skipping = line.startswith(f"  {TIMING_TAG} ")
+        if skipping:
+            state = f"{row['score']:g} / {row['max_score']:g}" if "status" in row else "not graded"
+            out.append(f"  {TIMING_TAG:<10} {state:>14}  see the row '{row['name']}'")
+        else:
+            out.append(line)
+    if out and out[0].startswith("Score: "):
+        out[0] = re.sub(r"^Score: \S+ / \S+", f"Score: {score:g} / {max_score:g}", out[0])
+    return "\n".join(out)

@@ -1,0 +1,201 @@
+"""Calibration study: whole timing sessions, repeated, for the reference and every calibration and
+adversarial submission; pass counts, median ratios with their intervals, seconds per verdict.
+
+    python gpu_checks/study.py --device cpu [--reference-runs 20] [--runs 10] [--adversarial-runs 3]
+                               [--out docs/benchmarks/timing-cpu.md]
+
+Each run is a full session as grading runs it (`grade_timing`'s path: fresh workers under the chosen
+isolation, a fresh random seed, the rubric's settings for the device, cases after a first failure not
+run). Progress goes to stdout and the raw figures to OUT with the suffix .json after every session, so
+an interrupted study keeps what it measured. Exit status 1 when an expectation is not met.
+gpu_checks/validate_gpu.py runs the CUDA counterpart and shares the table and the suggested rubric lines.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from autograder.isolation import resolve  # noqa: E402
+from autograder.rubric import load  # noqa: E402
+from gpu_checks.grading import session_environment, time_submission  # noqa: E402
+from gpu_checks.harness import REFERENCE_FILE  # noqa: E402
+from gpu_checks.session import TimingSetupError  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CALIBRATION = {path.stem: path for path in sorted((HERE / "calibration").glob("*.py"))}
+ADVERSARIAL = {path.stem: path for path in sorted((HERE / "adversarial").glob("*.py"))}
+CUDA_ONLY = ("side_stream_loop", "background_load")  # their cheat needs CUDA streams; on CPU they only crash
+
+
+def expected(name: str) -> str:
+    return "passed" if name.startswith("good_") or name == "reference" else "failed"
+
+
+class Study:
+    """Runs sessions and keeps, per submission, one record per session."""
+
+    def __init__(self, rubric, isolation, device: str, log=print):
+        self.rubric, self.isolation, self.device, self.log = rubric, isolation, device, log
+        self.settings = session_environment(rubric, device)[0]
+        self.start = time.monotonic()
+        self.items = {}  # name -> {"expected", "runs": [record]}
+
+    def run(self, name: str, path: Path, seed: int | None = None, baseline: bool = False):
+        """One whole session; its record, also kept under the submission's name."""
+        t0 = time.monotonic()
+        try:
+            session = time_submission(path, self.rubric, self.isolation, self.device, seed, baseline=baseline,
+                                      stop_at_first_failure=not baseline)
+            record = {"status": "passed" if session.passed else "failed", "seed": session.seed,
+                      "cases": {c.case.name: _case(c) for c in session.cases}, "failure": session.failure}
+        except TimingSetupError as err:
+            session, record = None, {"status": "grader error", "error": str(err), "cases": {}}
+        record["seconds"] = round(time.monotonic() - t0, 2)
+        item = self.items.setdefault(name, {"expected": expected(name), "runs": []})
+        item["runs"].append(record)
+        worst = worst_case(record)
+        self.log(f"[{time.monotonic() - self.start:6.0f} s] {name} run {len(item['runs'])}: {record['status']} "
+                 f"(expected {item['expected']}; worst ratio {worst[1] if worst else '-'} in {worst[0] if worst else '-'};"
+                 f" {record['seconds']} s)", flush=True)
+        return session, record
+
+    def all_met(self) -> bool:
+        return all(r["status"] == i["expected"] for i in self.items.values() for r in i["runs"])
+
+    def figures(self) -> dict:
+        return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "device": self.device, "machine": machine(self.device), "torch": torch.__version__,
+                "isolation": self.isolation.level, "elapsed_s": round(time.monotonic() - self.start),
+                "all_expectations_met": self.all_met(), "items": self.items}
+
+
+def _case(result) -> dict:
+    d = result.decision
+    return {"status": result.status, "reasons": result.reasons, "rerun": result.rerun, "pairs": len(result.samples),
+            "median": d and round(d.median, 3), "low": d and round(d.low, 3), "high": d and round(d.high, 3),
+            "threshold": result.case.config.threshold, "config": result.case.config.name}
+
+
+def worst_case(record):
+    """(case name, median ratio) of the run's slowest timed case, or None when nothing was timed."""
+    timed = [(name, c["median"]) for name, c in record["cases"].items() if c["median"] is not None]
+    return max(timed, key=lambda t: t[1]) if timed else None
+
+
+def machine(device: str) -> str:
+    if device == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor())
+    return f"{cpu}, {os.cpu_count()} cores, load average {_read('/proc/loadavg').split()[:3]} at the end"
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def table(items: dict) -> list:
+    """Markdown rows: verdicts, the worst case's median ratio over runs with its typical interval, time."""
+    lines = ["| submission | expected | runs | as expected | worst case's median ratio: median [range] over runs "
+             "| its 95% interval (median ends) | seconds per verdict: median [max] | reasons (first run that has one) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, item in items.items():
+        runs = item["runs"]
+        met = sum(r["status"] == item["expected"] for r in runs)
+        worst = [(w, r) for r in runs if (w := worst_case(r))]
+        ratios = [w[1] for w, _ in worst]
+        lows = [r["cases"][w[0]]["low"] for w, r in worst]
+        highs = [r["cases"][w[0]]["high"] for w, r in worst]
+        ratio = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]" if ratios else "-"
+        interval = f"[{statistics.median(lows):.2f}, {statistics.median(highs):.2f}]" if ratios else "-"
+        seconds = [r["seconds"] for r in runs]
+        reason = next((c["reasons"][0] for r in runs for c in r["cases"].values() if c["reasons"]),
+                      next((r.get("failure") or r.get("error") for r in runs if r.get("failure") or r.get("error")),
+                           ""))
+        reason = reason.replace("|", "/").replace("\n", " ")[:160]
+        lines.append(f"| {name} | {item['expected']} | {len(runs)} | {met} of {len(runs)} | {ratio} | {interval} "
+                     f"| {statistics.median(seconds):.1f} [{max(seconds):.1f}] | {reason} |")
+    return lines
+
+
+def per_config(items: dict, settings) -> dict:
+    """config -> (slowest median ratio of any expected-to-pass run, fastest of any bad_ run), timed cases only."""
+    found = {}
+    for config in settings.configs:
+        def medians(select):
+            return [c["median"] for name, item in items.items() if select(name, item) for r in item["runs"]
+                    for c in r["cases"].values() if c["config"] == config.name and c["median"] is not None]
+
+        good = medians(lambda name, item: item["expected"] == "passed")
+        bad = medians(lambda name, item: name.startswith("bad_"))
+        found[config.name] = (max(good, default=None), min(bad, default=None))
+    return found
+
+
+def suggested_rubric_lines(items: dict, settings, device: str) -> list:
+    """The exact rubric lines to paste when a threshold should move: the geometric middle between the
+    slowest good run and the fastest bad one, per config, when that differs from the rubric's value."""
+    table_name = "parts.timing.cpu.configs" if device == "cpu" else "parts.timing.configs"
+    lines = []
+    for config in settings.configs:
+        good, bad = per_config(items, settings)[config.name]
+        if good is None or bad is None:
+            lines.append(f"# [{table_name}.{config.name}]: not enough data to suggest a threshold")
+        elif good >= bad:
+            lines.append(f"# [{table_name}.{config.name}]: no separation (slowest good {good:.2f}, fastest bad "
+                         f"{bad:.2f}); these configs cannot tell them apart")
+        else:
+            middle = round((good * bad) ** 0.5, 1)
+            keep = good < config.threshold < bad
+            lines += [f"[{table_name}.{config.name}]",
+                      f"threshold = {config.threshold if keep else middle:g}  # slowest good median {good:.2f}, "
+                      f"fastest bad {bad:.2f}; {'keep the rubric value' if keep else 'CHANGE: paste this'}"]
+    return lines
+
+
+def write(study, out: Path) -> None:
+    figures = study.figures()
+    out.with_suffix(".json").write_text(json.dumps(figures, indent=1) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--isolation", default="auto", choices=("auto", "process", "sandbox"))
+    parser.add_argument("--reference-runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=10, help="sessions per calibration variant")
+    parser.add_argument("--adversarial-runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "benchmarks" / "timing-cpu-study")
+    args = parser.parse_args(argv)
+    study = Study(load(), resolve(args.isolation), args.device)
+    plan = [("reference", REFERENCE_FILE, args.reference_runs)]
+    plan += [(name, path, args.runs) for name, path in CALIBRATION.items()]
+    plan += [(name, path, args.adversarial_runs) for name, path in ADVERSARIAL.items()
+             if args.device == "cuda" or name not in CUDA_ONLY]
+    # Round-robin, so that a change in the machine's load over the study hits every submission alike.
+    for round_ in range(max(runs for _, _, runs in plan)):
+        for name, path, runs in plan:
+            if round_ < runs:
+                study.run(name, path)
+                write(study, args.out)
+    print("\n".join(table(study.items)))
+    print("\n".join(suggested_rubric_lines(study.items, study.settings, args.device)))
+    print(f"all expectations met: {study.all_met()}; figures in {args.out.with_suffix('.json')}")
+    return 0 if study.all_met() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
