@@ -13,11 +13,14 @@ Levels, strongest first (docs/isolation.md says what each stops and what it does
 import glob
 import os
 import shutil
+import site
 import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from autograder.cuda_binds import cuda_binds
 
 LEVELS = ("sandbox", "process")
 # Isolated mode (no user site, no PYTHON* variables, no current directory on sys.path); unbuffered,
@@ -50,8 +53,10 @@ def readable_paths() -> list[str]:
     only things mounted): system libraries, the Python installation, its own code, a few devices."""
     paths = [*SYSTEM_DIRS, *SYSTEM_FILES, *map(str, python_roots()), str(WORKER_DIR), SANDBOX_WORKER_DIR,
              *RUNTIME_FILES]
-    if glob.glob("/dev/nvidia*"):  # CUDA, for gpu_checks' timing session
-        paths += ["/sys", *glob.glob("/dev/nvidia*")]
+    if glob.glob("/dev/nvidia*"):  # CUDA, for gpu_checks' timing session: what cuda_binds mounts
+        from autograder.cuda_binds import driver_libraries, read_ldconfig
+
+        paths += ["/sys", "/proc/driver/nvidia", *glob.glob("/dev/nvidia*"), *map(str, driver_libraries(read_ldconfig()))]
     return [p for p in paths if os.path.lexists(p) or p == SANDBOX_WORKER_DIR]
 
 
@@ -59,10 +64,16 @@ def writable_devices() -> list[str]:
     return ["/dev/null", *sorted(glob.glob("/dev/nvidia*"))]
 
 
-def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
-    """The bubblewrap command line up to the Python interpreter: a view built from nothing but
-    readable_paths(), read-only, with a size-limited private /tmp and worker folder in memory (the
-    worker folder's files are mounted into it read-only), no network, its own PID namespace."""
+def sandbox_argv(workdir: Path, hidden: list[Path], *, keep_writes: bool = False, writable=(), masked=(),
+                 env: dict | None = None, command=PYTHON) -> list[str]:
+    """The bubblewrap command line, for the grader's workers and nbgrader's kernels alike: a view
+    built from nothing but the system libraries and the Python installation, read-only, with a
+    size-limited private /tmp in memory, no network, its own PID namespace, then `command`.
+
+    The working folder `workdir` is, by default, a size-limited folder in memory holding its files
+    read-only (a worker's writes never reach the host); with `keep_writes` it is the host's folder,
+    writable (nbgrader's autograded folder). `writable`: other host folders mounted writable;
+    `masked`: files inside them replaced by an empty one; `env`: variables set inside."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc",
             *scratch_tmpfs("/tmp")]
@@ -77,11 +88,7 @@ def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
         if not any(root == v or v in root.parents for v in visible):
             argv += ["--ro-bind", str(root), str(root)]
             visible.append(root)
-    gpus = sorted(glob.glob("/dev/nvidia*"))
-    for node in gpus:  # GPUs, for gpu_checks' timing session; CUDA reads /sys to find them
-        argv += ["--dev-bind", node, node]
-    if gpus:
-        argv += ["--ro-bind", "/sys", "/sys"]
+    argv += cuda_binds(visible)  # GPUs, for gpu_checks' timing session (nothing without /dev/nvidia*)
     # A hidden path inside something mounted is masked; anywhere else it simply does not exist.
     for path in map(Path, hidden):
         if not any(v in path.resolve().parents for v in visible):
@@ -90,10 +97,20 @@ def sandbox_argv(workdir: Path, hidden: list[Path]) -> list[str]:
             argv += ["--tmpfs", str(path.resolve())]
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path.resolve())]
-    argv += ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR, *scratch_tmpfs(str(workdir))]
-    for file in sorted(Path(workdir).iterdir()) if Path(workdir).is_dir() else ():  # the submission (and gpu_checks' entry script)
-        argv += ["--ro-bind", str(file), str(file)]
-    return argv + ["--chdir", str(workdir), "--remount-ro", "/", *PYTHON]
+    argv += ["--ro-bind", str(WORKER_DIR), SANDBOX_WORKER_DIR]
+    if keep_writes:
+        argv += ["--bind", str(workdir), str(workdir)]
+    else:
+        argv += scratch_tmpfs(str(workdir))
+        for file in sorted(Path(workdir).iterdir()) if Path(workdir).is_dir() else ():  # the submission (and gpu_checks' entry script)
+            argv += ["--ro-bind", str(file), str(file)]
+    for folder in writable:
+        argv += ["--bind", str(folder), str(folder)]
+    for file in masked:
+        argv += ["--ro-bind", "/dev/null", str(file)]
+    for name, value in (env or {}).items():
+        argv += ["--setenv", name, value]
+    return argv + ["--chdir", str(workdir), "--remount-ro", "/", *command]
 
 
 def scratch_tmpfs(path: str) -> list[str]:
@@ -116,7 +133,9 @@ def bwrap_supports(option: str) -> bool:
 
 def python_roots() -> list[Path]:
     """Where this interpreter, its standard library and torch live (a venv and its base)."""
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent.parent}
+    if os.path.isdir(site.getusersitepackages()):  # packages installed with pip --user (nbgrader's kernel)
+        roots.add(Path(site.getusersitepackages()))
     try:
         import torch
 

@@ -96,6 +96,25 @@ def test_when_the_grader_lets_go_everything_dies(how):
     assert not marked_processes()
 
 
+def test_the_reaper_removes_the_workers_folder_when_the_grader_is_killed(tmp_path):
+    """The worker's folder is not left on disk when the grader is SIGKILLed mid-grade."""
+    folder = tmp_path / "mhsa-worker-x"
+    folder.mkdir()
+    (folder / "mhsa.py").write_text("x = 1\n")
+    lifeline_r, lifeline_w = os.pipe()
+    reaper = subprocess.Popen([sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(folder), "--",
+                               sys.executable, "-c", "import time; time.sleep(60)", MARKER],
+                              pass_fds=(lifeline_r,), start_new_session=True)
+    os.close(lifeline_r)
+    holder = subprocess.Popen(["sleep", "60"], pass_fds=(lifeline_w,))  # stands for the grader
+    os.close(lifeline_w)
+    assert wait_until(lambda: bool(marked_processes()))
+    holder.kill()
+    holder.wait()
+    assert reaper.wait(timeout=30) == -signal.SIGKILL
+    assert not folder.exists()
+
+
 def test_the_reaper_dies_of_the_signal_that_killed_the_worker():
     reaper, lifeline = start_reaper(sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     assert reaper.wait(timeout=30) == -signal.SIGSEGV
@@ -174,6 +193,28 @@ PROBE = textwrap.dedent('''
         except OSError as err:
             return f"refused: {err}"
 
+    def confined(what, path=""):
+        """What the kernel (Landlock, seccomp) refuses even to C code or to dir_fd tricks."""
+        import threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        actions = {
+            "read from C": lambda: libc.open(path.encode(), os.O_RDONLY),
+            "open with dir_fd": lambda: os.open(os.path.basename(path), os.O_RDONLY,
+                                                dir_fd=os.open(os.path.dirname(path), os.O_RDONLY)),
+            "socketpair": lambda: socket.socketpair(),
+            "socket from C": lambda: libc.socket(socket.AF_INET, socket.SOCK_DGRAM, 0),
+            "kill the reaper from C": lambda: libc.kill(os.getppid(), 0),
+            "thread": lambda: threading.Thread(target=int).start(),
+            "fork from C": lambda: libc.fork(),
+        }
+        try:
+            result = actions[what]()
+        except (OSError, RuntimeError) as err:
+            return f"refused: {err}"
+        if isinstance(result, int) and result < 0:
+            return f"refused: errno {ctypes.get_errno()}"
+        return "done"
+
     def allocate(gigabytes):
         try:
             torch.ones(int(gigabytes * 2**28))  # float32: 4 bytes each
@@ -230,6 +271,92 @@ def test_a_worker_cannot_read_hidden_paths_or_write_outside_its_directory(probe)
 def test_a_worker_cannot_start_processes_use_the_network_or_signal(probe, what):
     backend, _, _ = probe
     assert "refused" in backend.call("attempt", what)
+
+
+@pytest.mark.parametrize("what", ["socketpair", "socket from C", "kill the reaper from C", "thread", "fork from C"])
+def test_the_kernel_refuses_what_audit_hooks_cannot_see(probe, what):
+    """seccomp, at both levels: no sockets, signals to others, threads or processes, even from C."""
+    backend, _, _ = probe
+    assert backend.call("confined", what).startswith("refused")
+
+
+@pytest.mark.parametrize("what", ["read from C", "open with dir_fd"])
+def test_files_outside_the_allowlist_are_unreadable_even_from_c(probe, what):
+    """Landlock: a file nothing hides (another checkout of the repository, say) is out of reach too,
+    through the C library or a folder's descriptor."""
+    backend, tmp_path, _ = probe
+    elsewhere = tmp_path / "other-checkout" / "reference" / "mhsa.py"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text("the reference")
+    assert backend.call("confined", what, str(elsewhere)).startswith("refused")
+    assert backend.call("confined", what, str(REFERENCE)).startswith("refused")
+
+
+def test_the_worker_reports_its_confinement(probe):
+    backend, _, _ = probe
+    backend.call("environment")
+    assert any(line.startswith("landlock: ABI") for line in backend.confinement), backend.confinement
+    assert any(line.startswith("seccomp: no sockets") for line in backend.confinement), backend.confinement
+
+
+def live_children() -> list:
+    me = str(os.getpid()).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1] == me:
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_malformed_first_replies_never_leave_workers_behind(tmp_path, level):
+    """Crafted frames in place of the worker's hello: each is refused as garbage and its worker is
+    stopped, so the number of live workers stays bounded however many times it happens."""
+    headers = [b'{"$tensor": 0, "dtype": "float32", "shape": [1e999], "nbytes": 4}', b"[" * 100000,
+               b'{"$dict": [[1, 2, 3]]}', b'{"$dict": 5}', b'{"$tuple": {"a": 1}}', b'"\\ud800"',
+               b'{"$tensor": 0, "dtype": "float32", "shape": [4294967296, 4294967296], "nbytes": 0}',
+               b'{"$device": "nowhere"}', b'{"$meta": [1e308], "dtype": "float32"}', b"\xff\xfe",
+               b'{"$tensor": 0, "dtype": "float32", "shape": [2], "nbytes": 8, "order": [5]}', b"null"]
+    before = len(live_children())
+    for i, header in enumerate(headers):
+        source = tmp_path / f"garbage{i}.py"
+        source.write_text(textwrap.dedent(f"""
+            import os, struct, sys
+            header = {header!r}
+            message = struct.pack("<Q", len(header)) + header
+            os.write(int(sys.argv[2]), struct.pack("<Q", len(message)) + message)
+            import time; time.sleep(60)
+        """))
+        backend = WorkerBackend(source, isolation.resolve(level), Limits(import_timeout=60))
+        with pytest.raises(errors.SubmissionImportError, match="sent garbage|malformed"):
+            backend.call("anything")
+        assert len(live_children()) <= before, "a worker outlived its refused reply"
+        backend.close()
+
+
+def test_a_worker_that_stops_reading_costs_the_call_timeout_not_the_grader(tmp_path):
+    """A fake "ready", then no reading: a large request must time out, not block the grader."""
+    source = tmp_path / "deaf.py"
+    source.write_text(textwrap.dedent("""
+        import json, os, struct, sys, time
+        header = json.dumps({"$dict": [["status", "ready"]]}).encode()
+        message = struct.pack("<Q", len(header)) + header
+        os.write(int(sys.argv[2]), struct.pack("<Q", len(message)) + message)
+        time.sleep(3600)
+    """))
+    import torch
+
+    backend = WorkerBackend(source, isolation.resolve("process"), Limits(call_timeout=2, import_timeout=60))
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.SubmissionTimeout):
+            backend.call("causal_mask", torch.zeros(1 << 20))  # 4 MB: far more than a pipe holds
+    finally:
+        backend.close()
+    assert time.monotonic() - started < 30
 
 
 def test_the_memory_limit_holds_with_torch_loaded(probe):

@@ -1,7 +1,7 @@
-"""The nbgrader course, end to end with the real nbgrader on a temporary copy of course/:
-generate_assignment, autograde (reference, untouched, buggy and tampering notebooks), export,
-generate_feedback, and `python -m autograder gradebook` against the isolated grades. Also the
-kernel sandbox and the stderr-warning filter on their own."""
+"""The nbgrader course with the real nbgrader on a temporary copy of course/: generate_assignment,
+autograde (reference, untouched, buggy and tampering notebooks), export, generate_feedback. Also the
+kernel sandbox and the stderr-warning filter on their own. The isolated regrade
+(`python -m autograder gradebook`) is tested on a whole class in tests/test_nbgrader_course.py."""
 import html
 import json
 import re
@@ -62,7 +62,8 @@ def course(tmp_path_factory):
     (repo / "autograder").symlink_to(REPO / "autograder")
     root = repo / "course"
     shutil.copytree(COURSE, root, ignore=shutil.ignore_patterns(
-        "release", "submitted", "autograded", "feedback", "gradebook.db", "__pycache__", ".ipynb_checkpoints"))
+        "release", "submitted", "autograded", "feedback", "downloaded", "isolated", "gradebook.db", "__pycache__",
+        ".ipynb_checkpoints"))
     run(["nbgrader", "generate_assignment", notebook.ASSIGNMENT], root)
     release = (root / "release" / notebook.ASSIGNMENT / f"{notebook.ASSIGNMENT}.ipynb").read_text()
     source = (root / "source" / notebook.ASSIGNMENT / f"{notebook.ASSIGNMENT}.ipynb").read_text()
@@ -101,7 +102,7 @@ def test_autograde_scores_reference_untouched_and_buggy_notebooks(course):
     assert part_scores(course, "untouched") == dict.fromkeys(full, 0.0)
     unaffected = ("heads", "masks", "knowledge")  # the missing scale breaks everything built on sdpa
     assert part_scores(course, "buggy") == {p: full[p] if p in unaffected else 0.0 for p in full}
-    assert part_scores(course, "tamper") == full  # fooled in the kernel: see the gradebook test
+    assert part_scores(course, "tamper") == full  # fooled in the kernel: tests/test_nbgrader_course.py
 
 
 def test_export_writes_every_students_total(course):
@@ -129,21 +130,6 @@ def test_feedback_shows_no_hidden_test_source(course):
     assert "weights with a bool mask (4, 6)" in buggy  # a hidden test's own message is kept
 
 
-def test_gradebook_agrees_with_isolated_grades_and_flags_tampering(course):
-    result = run(["autograder", "gradebook", "--course", str(course), "--write"], REPO, check=False)
-    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
-    flagged = {line.split()[0] for line in result.stdout.splitlines() if "read this notebook" in line}
-    assert flagged == {"tamper"}, result.stdout
-    full = rubric_points()
-    kernel = {s: part_scores(course, s) for s in STUDENTS}
-    isolated = {s: part_scores(course, s, "manual_score") for s in STUDENTS}
-    assert kernel["reference"] == isolated["reference"] == full
-    assert kernel["untouched"] == isolated["untouched"] == dict.fromkeys(full, 0.0)
-    for scores in (kernel["buggy"], isolated["buggy"]):
-        assert {p for p in full if scores[p] == full[p]} == {"heads", "masks", "knowledge"}
-    assert isolated["tamper"] == dict.fromkeys(full, 0.0)
-
-
 @pytest.mark.skipif(not sandbox_available(), reason="bubblewrap does not work here")
 def test_the_kernel_sandbox_hides_the_course_and_the_network(tmp_path, monkeypatch):
     import nbformat
@@ -168,7 +154,7 @@ found = {
     "network": attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=3)),
     "notebook": attempt(lambda: open("probe.ipynb").read()),
     "gradebook": os.path.exists(%r),
-    "reference": os.listdir(%r),
+    "reference": os.path.exists(%r),
     "write": attempt(lambda: open("scratch.txt", "w").write("x")),
 }
 print(json.dumps(found))
@@ -180,7 +166,7 @@ print(json.dumps(found))
     outputs = nb.cells[0].outputs
     found = json.loads(next(o.text for o in outputs if o.get("name") == "stdout"))
     assert found == {"network": found["network"], "notebook": "PermissionError", "gradebook": False,
-                     "reference": [], "write": "allowed"}
+                     "reference": False, "write": "allowed"}
     assert found["network"] != "allowed", found
     assert (workdir / "scratch.txt").read_text() == "x"
 

@@ -100,3 +100,46 @@ def test_reading_times_out_on_silence_and_reports_a_closed_writer():
     with pytest.raises(EOFError):
         wire.read_frame(r, time.monotonic() + 1)
     os.close(r)
+
+
+@pytest.mark.parametrize("header", [
+    b'{"$tensor": 0, "dtype": "float32", "shape": [1e999], "nbytes": 4}', b"[" * 100000, b'{"$dict": [[1, 2, 3]]}',
+    b'{"$dict": 5}', b'{"$tuple": {"a": 1}}', b'{"$tensor": 0, "dtype": "float32", "shape": [4294967296, 4294967296], '
+    b'"nbytes": 0}', b'{"$device": 5}', b'{"$meta": [1e308], "dtype": "float32"}', b'{"$meta": 3, "dtype": "float32"}',
+    b'{"$tensor": 0, "dtype": "float32", "shape": [2], "nbytes": 8, "order": [5]}', b'{"$dict": [["k"]]}',
+    b'{"$tensor": 0, "dtype": "float32", "shape": [1], "nbytes": 4, "device": "cuda:99"}',
+])
+def test_every_malformed_header_is_a_wire_error(header):
+    """Only WireError ever leaves decode: a reader that stops the sender on it never leaks one."""
+    message = wire._LENGTH.pack(len(header)) + header + b"\0" * 8
+    with pytest.raises(wire.WireError):
+        wire.decode(message)
+
+
+def test_a_header_longer_than_its_message_is_refused():
+    with pytest.raises(wire.WireError, match="does not fit"):
+        wire.decode(wire._LENGTH.pack(1 << 40) + b"{}")
+
+
+def test_a_frame_over_the_callers_limit_is_refused_before_it_is_read():
+    r, w = os.pipe()
+    try:
+        os.write(w, wire._LENGTH.pack(2000))
+        with pytest.raises(wire.WireError, match="over the 1000 byte limit"):
+            wire.read_frame(r, time.monotonic() + 1, max_bytes=1000)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_writing_to_a_reader_that_never_reads_times_out():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            wire.write_frame(w, b"x" * (4 << 20), time.monotonic() + 0.5)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert time.monotonic() - started < 5

@@ -24,12 +24,19 @@ FORBIDDEN_MODULES = ("MultiheadAttention", "Transformer", "TransformerEncoder", 
 
 
 class ForbiddenApiMonitor(TorchFunctionMode):
-    """Records forbidden torch functions and aten operators called while it is active."""
+    """Records forbidden torch functions and aten operators called while it is active.
 
-    def __init__(self):
+    The lists are bound when this module is loaded (default arguments), before any submission
+    runs: rebinding the module's names later (`executor.FORBIDDEN_FUNCTIONS = ()`) changes nothing.
+    The record is advisory anyway: it lives in the submission's process, and the grader's static
+    scan (autograder/static_check.py) is what decides.
+    """
+
+    def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
         super().__init__()
         self.used = []
-        self._ops = _OpRecorder(self.used)
+        self._functions = functions
+        self._ops = _OpRecorder(self.used, ops)
 
     def __enter__(self):
         self._ops.__enter__()
@@ -41,15 +48,16 @@ class ForbiddenApiMonitor(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if any(fragment in name for fragment in FORBIDDEN_FUNCTIONS):
+        if any(fragment in name for fragment in self._functions):
             _note(self.used, f"torch function {name}")
         return func(*args, **(kwargs or {}))
 
 
 class _OpRecorder(TorchDispatchMode):
-    def __init__(self, used):
+    def __init__(self, used, forbidden):
         super().__init__()
         self.used = used
+        self._forbidden = forbidden
 
     @classmethod
     def _should_skip_dynamo(cls):
@@ -59,7 +67,7 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._schema.name
-        if name.startswith(FORBIDDEN_OPS):
+        if name.startswith(self._forbidden):
             _note(self.used, f"operator {name}")
         return func(*args, **(kwargs or {}))
 

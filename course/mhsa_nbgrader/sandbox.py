@@ -1,18 +1,17 @@
 """`nbgrader autograde` runs the student's kernel in bubblewrap where bubblewrap works (detected at
 run time, not assumed; AUTOGRADER_NO_SANDBOX=1 turns it off).
 
-Inside the sandbox the kernel has no network and its own PID namespace (it dies with nbgrader). It
-sees the system read-only, minus /tmp, the home directories (the Python installation is mounted
-back), the course folder and the exchange (gradebook, source notebooks, other students' work) and
-the repository's hidden paths (rubric.toml [isolation]). It may write to a fresh /tmp and to the
+The command line comes from autograder.isolation.sandbox_argv, the grader's own sandbox, with the
+same policy: no network, its own PID namespace (it dies with nbgrader), a view of the filesystem
+built from nothing but the system libraries and the Python installation, read-only, and a private,
+size-limited /tmp. The course folder, the exchange (gradebook, source notebooks, other students'
+work), the repository and its hidden paths are not in it at all. The kernel may also write to the
 student's own autograded folder, except the notebook files there: while the kernel runs, the
 notebook holds the hidden tests. It talks to nbgrader over Unix sockets in a private folder (ZMQ's
 ipc transport): TCP on the loopback would need the host's network namespace.
 """
 import os
 import shutil
-import site
-import sys
 import tempfile
 from pathlib import Path
 
@@ -62,33 +61,14 @@ class CourseExecute(Execute):
 
 
 def bwrap_command(workdir: Path, ipc_dir: Path, hidden: list) -> list:
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
-            # In its PID namespace the kernel's parent is pid 1, which ipykernel's parent poller would
-            # read as "nbgrader exited"; parent 1 turns the poller off, and --die-with-parent already
-            # ends the kernel with nbgrader.
-            "--setenv", "JPY_PARENT_PID", "1"]
-    for home in {"/home", "/root", os.path.expanduser("~")}:
-        if os.path.isdir(home):
-            argv += ["--tmpfs", home]
-    for path in _python_paths():
-        argv += ["--ro-bind", path, path]
-    for path in hidden:
-        if path.is_dir():
-            argv += ["--tmpfs", str(path)]
-        elif path.exists():
-            argv += ["--ro-bind", "/dev/null", str(path)]
-    argv += ["--bind", str(ipc_dir), str(ipc_dir), "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
-    for notebook in sorted(workdir.glob("*.ipynb")):
-        argv += ["--ro-bind", "/dev/null", str(notebook)]
-    return argv
+    from autograder.isolation import sandbox_argv
 
-
-def _python_paths() -> list:
-    """The interpreter and its packages, which may live in a home directory (pyenv, venvs, --user)."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), site.getusersitepackages()}
-    return sorted(p for p in map(os.path.realpath, candidates) if os.path.isdir(p))
+    # In its PID namespace the kernel's parent is pid 1, which ipykernel's parent poller would read as
+    # "nbgrader exited"; parent 1 turns the poller off, and --die-with-parent already ends the kernel
+    # with nbgrader.
+    env = {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "JPY_PARENT_PID": "1"}
+    return sandbox_argv(workdir, hidden, keep_writes=True, writable=[ipc_dir],
+                        masked=sorted(workdir.glob("*.ipynb")), env=env, command=())
 
 
 def autograde_preprocessors() -> list:
