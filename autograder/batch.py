@@ -90,8 +90,7 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
     todo = [s for s in submissions if args.force or load_results(out / f"{s.name}.json") is None]
     isolation = resolve(args.isolation).level
     child_args = child_options(args, hide=[folder, out, *args.hide])
-    max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all",
-                                          args.timing_device or "auto")
+    max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all", args.timing_device)
     progress = Progress(len(submissions), len(submissions) - len(todo))
     logs = Path(tempfile.mkdtemp(prefix="mhsa-batch-"))
     running = []

@@ -51,8 +51,7 @@ class GradingContext:
         origin = [path.resolve()] if path.exists() and submission_file.safe_to_hide(path) else []
         hidden = tuple(dict.fromkeys(p for p in (*rubric.hidden, *(Path(h).resolve() for h in hide), *origin)
                                      if p.exists()))
-        configured = rubric.parts["timing"].settings.get("device", "auto") if "timing" in rubric.parts else "auto"
-        device = timing_device or configured
+        device = timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else "auto")
         if device not in TIMING_DEVICES:
             raise ValueError(f"timing device must be one of {', '.join(TIMING_DEVICES)}; got {device!r}")
         return cls(path, rubric, isolation, tuple(suites), hidden, extras, device)

@@ -92,13 +92,15 @@ def _add_text(bundle, name, text, executable=False):
 
 
 def find_submission(folder: Path) -> Path:
-    """What to grade among the uploaded files: the shallowest mhsa.py, else the shallowest notebook,
-    else the folder itself (and the grader says what is missing)."""
+    """What to grade among the uploaded files: the folder of the shallowest mhsa.py (so that the
+    knowledge.py beside it is graded too), else the shallowest notebook, else the upload itself (and
+    the grader says what is missing). Links are never followed: they could lead to the reference."""
     for pattern in ("mhsa.py", "*.ipynb"):
-        found = sorted((p for p in folder.rglob(pattern) if ".ipynb_checkpoints" not in p.parts),
+        found = sorted((p for p in folder.rglob(pattern)
+                        if ".ipynb_checkpoints" not in p.parts and not p.is_symlink() and p.is_file()),
                        key=lambda p: (len(p.parts), str(p)))
         if found:
-            return found[0]
+            return found[0].parent if pattern == "mhsa.py" else found[0]
     return folder
 
 
@@ -115,7 +117,7 @@ def grade_root(root: Path) -> str:
     options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None)
     child_args = batch.child_options(options, hide=[root / "results", root / "submission"])
     max_units = grading.planned_max_units(rubric)
-    return batch.grade_in_child(batch.Submission(found.name.removesuffix(".py"), found), target, child_args,
+    return batch.grade_in_child(batch.Submission(found.name, found), target, child_args,
                                 rubric, resolve("auto").level, max_units)
 
 

@@ -243,9 +243,10 @@ def run_pytest(source: Path, suites, plugin) -> None:
                            + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
 
 
-def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_device="auto") -> int:
+def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_device=None) -> int:
     """The maximum a complete grade with these settings states: what a failure result states too, so
-    that every route reports the same maximum for the same course setup."""
+    that every route reports the same maximum for the same course setup. `timing_device` None: the
+    rubric's."""
     units = sum(to_units(p.points) for p in rubric.parts.values()
                 if p.functions and p.name != "timing")
     if not extras:
@@ -253,7 +254,8 @@ def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_d
     if "knowledge" in rubric.parts and paths.KNOWLEDGE_KEY.is_file():
         units += to_units(rubric.parts["knowledge"].points)
     timing = rubric.parts.get("timing")
-    if timing is not None and (timing_device != "auto" or timing.require_cuda or _cuda_available()):
+    device = timing_device or (timing.device if timing is not None else "auto")
+    if timing is not None and (device != "auto" or timing.require_cuda or _cuda_available()):
         units += to_units(timing.points)
     return units
 

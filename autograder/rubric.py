@@ -4,7 +4,7 @@ from pathlib import Path
 
 from autograder import toml
 from autograder.paths import REPO, RUBRIC_FILE
-PART_KEYS = ("title", "points", "functions", "require_cuda")
+PART_KEYS = ("title", "points", "functions", "require_cuda", "device")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 
@@ -27,6 +27,7 @@ class Part:
     functions: tuple
     feedback: str
     require_cuda: bool = False
+    device: str = "auto"  # timing: where it runs unless the command line says (context.TIMING_DEVICES)
     settings: dict = field(default_factory=dict)  # the part's other keys (gpu_checks reads timing's)
 
 
@@ -53,7 +54,7 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
         if level not in FEEDBACK_LEVELS:
             raise ValueError(f"{path}: feedback for {name} must be one of {FEEDBACK_LEVELS}")
         parts[name] = Part(name, spec["title"], float(spec["points"]), tuple(spec.get("functions", ())),
-                           level, bool(spec.get("require_cuda", False)),
+                           level, bool(spec.get("require_cuda", False)), str(spec.get("device", "auto")),
                            {k: v for k, v in spec.items() if k not in PART_KEYS})
     weights = {k: float(v) for k, v in data["suites"].items()}
     if abs(sum(weights.values()) - 1) > 1e-9:

@@ -6,10 +6,11 @@ import stat
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from autograder import gradescope
+from autograder import gradescope, toml
 from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
@@ -67,12 +68,22 @@ def check_gradescope_format(data):
         assert test["tags"][0] in parts
 
 
+def right_answers(tmp_path) -> Path:
+    """A knowledge.py with every autograded answer right, from the key."""
+    key = toml.loads((REPO / "tests_hidden" / "knowledge_key.toml").read_text())
+    path = tmp_path / "answers.py"
+    path.write_text("".join(f"{question}_ANSWER = {value!r}\n" for question, value in key.items()))
+    return path
+
+
 def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
-    """Uploaded inside a folder, as a zip of the repository would put it."""
-    data = run_autograder(bundle, tmp_path, {"my-work/assignment/mhsa.py": REPO / "reference" / "mhsa.py"})
+    """Uploaded inside a folder, as a zip of the repository would put it, with the knowledge check
+    beside mhsa.py: every part is graded, the knowledge check included, and all earn full marks."""
+    data = run_autograder(bundle, tmp_path, {"my-work/assignment/mhsa.py": REPO / "reference" / "mhsa.py",
+                                             "my-work/assignment/knowledge.py": right_answers(tmp_path)})
     check_gradescope_format(data)
     graded = {name: p for name, p in data["extra_data"]["parts"].items() if p["graded"]}
-    assert {"sdpa", "heads", "masks", "mhsa", "block"} <= set(graded)
+    assert {"sdpa", "heads", "masks", "mhsa", "block", "knowledge"} <= set(graded)
     assert all(p["score"] == p["max_score"] for p in graded.values()), graded
     assert data["score"] == data["extra_data"]["max_score"] > 0
     assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden"}
