@@ -52,7 +52,7 @@ def time_folder(folder: Path, out: Path, rubric, isolation, device: str, force: 
     try:
         device = resolve_device(device)
     except TimingSetupError as err:
-        log(f"cannot time here: {err}")
+        log(f"cannot time here: {err}; --device cpu times on the CPU")
         return 1
     if device is None:
         log(f"cannot time here: {no_cuda_reason()}; --device cpu times on the CPU")

@@ -1,7 +1,6 @@
-"""The timing check on the CPU device, the way grading calls it: `grade_timing(..., device="cpu")` with
-the rubric's [parts.timing.cpu] configs, through real timing workers under the sandbox (bubblewrap is
-installed on CI). Fewer pairs and one dtype than the rubric, to keep CI short; the calibration study
-(gpu_checks/study.py, docs/benchmarks/timing-cpu.md) runs the rubric's own settings."""
+"""The CPU device's settings and clock. Whole sessions on the CPU device, through the sandboxed workers,
+run in tests/test_timing_batch.py (the command line) and tests/test_gpu_checks.py; the calibration
+study (gpu_checks/study.py, docs/benchmarks/timing-cpu.md) runs the rubric's own settings."""
 import dataclasses
 import os
 import threading
@@ -11,44 +10,8 @@ import pytest
 import torch
 
 from autograder import rubric as rubric_module
-from autograder.isolation import resolve, sandbox_available
-from autograder.paths import REFERENCE
-from gpu_checks import grade_timing
 from gpu_checks.settings import TimingSettings
-from gpu_checks.study import CALIBRATION
 from gpu_checks.timing_worker import HostClock
-
-
-def cpu_rubric():
-    """The rubric's CPU configs as they are; float32 only and fewer pairs."""
-    real = rubric_module.load()
-    table = real.parts["timing"].settings
-    cpu = {**table["cpu"], "dtypes": ["float32"], "pairs": 10, "rerun_pairs": 20, "warmup_pairs": 2,
-           "check_calls": 1, "solo_calls": 5}
-    timing = dataclasses.replace(real.parts["timing"], settings={**table, "cpu": cpu})
-    return dataclasses.replace(real, parts={**real.parts, "timing": timing})
-
-
-@pytest.fixture(scope="module")
-def isolation():
-    level = resolve("auto")
-    assert level.level == ("sandbox" if sandbox_available() else "process")
-    return level
-
-
-def test_the_reference_passes_on_the_cpu_and_the_result_says_so(isolation):
-    result = grade_timing(REFERENCE, cpu_rubric(), isolation, device="cpu", seed=3)
-    assert (result["status"], result["score"], result["max_score"], result["device"]) == ("passed", 5.0, 5.0, "cpu"), \
-        result["output"]
-    assert result["output"].startswith("Timing against the reference on the CPU (not a GPU")
-    assert "launch float32 fwd+bwd" in result["output"] and "throughput float32 fwd" in result["output"]
-
-
-def test_a_loop_over_queries_fails_on_the_cpu_with_the_reason(isolation):
-    result = grade_timing(CALIBRATION["bad_loop_queries"], cpu_rubric(), isolation, device="cpu", seed=3)
-    assert (result["status"], result["score"], result["max_score"]) == ("failed", 0.0, 5.0), result["output"]
-    assert "- launch float32 fwd: your code took" in result["output"]
-    assert "x the reference's time" in result["output"] and "at most 2x passes" in result["output"]
 
 
 def test_the_cpu_settings_replace_the_cuda_ones_and_nothing_else():

@@ -1,0 +1,156 @@
+"""Timing alone for a folder of submissions, then merged into results made elsewhere: the commands run
+as a TA runs them (`python -m gpu_checks batch|merge` in a subprocess), on the CPU device."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.isolation import resolve, sandbox_available
+from autograder.paths import REFERENCE, REPO, RUBRIC_FILE
+from autograder.rubric import load
+from gpu_checks.batch import load_timing, merge_folder, time_folder, with_timing
+from gpu_checks.study import CALIBRATION
+
+# The rubric's CPU configs, with fewer pairs and one dtype: CI time (the study runs the real ones).
+SMALL_CPU = 'dtypes = ["float32"]\npairs = 6\nearly_pairs = 5\nrerun_pairs = 12\nwarmup_pairs = 1\n' \
+            'check_calls = 1\nsolo_calls = 3\n'
+
+
+def gpu_checks(*args, check=True):
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "gpu_checks", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=600)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+    """alice hands in the reference (a .py), bob a loop over queries (a folder): timed once for the module."""
+    root = tmp_path_factory.mktemp("timing")
+    rubric = root / "rubric.toml"
+    rubric.write_text(RUBRIC_FILE.read_text().replace("[parts.timing.cpu]\n", "[parts.timing.cpu]\n" + SMALL_CPU))
+    submissions = root / "submissions"
+    (submissions / "bob").mkdir(parents=True)
+    shutil.copy(REFERENCE, submissions / "alice.py")
+    shutil.copy(CALIBRATION["bad_loop_queries"], submissions / "bob" / "mhsa.py")
+    out = root / "timing"
+    first = gpu_checks("batch", submissions, "--out", out, "--device", "cpu", "--rubric", rubric)
+    return root, submissions, out, rubric, first.stdout
+
+
+def test_batch_times_each_submission_on_the_cpu_and_says_so(timed):
+    _, _, out, _, stdout = timed
+    alice, bob = (json.loads((out / f"{name}.json").read_text()) for name in ("alice", "bob"))
+    assert (alice["status"], alice["score"], alice["max_score"], alice["device"]) == ("passed", 5.0, 5.0, "cpu")
+    assert alice["isolation"] == bob["isolation"] == ("sandbox" if sandbox_available() else "process")
+    assert alice["output"].startswith("Timing against the reference on the CPU (not a GPU"), alice["output"]
+    assert (bob["status"], bob["score"], bob["max_score"]) == ("failed", 0.0, 5.0)
+    assert "your code took" in bob["output"] and "x the reference's time" in bob["output"], bob["output"]
+    assert "alice: passed, 5 / 5 on cpu" in stdout and "bob: failed, 0 / 5 on cpu" in stdout
+
+
+def test_batch_resumes_an_existing_valid_timing_file_means_done(timed, tmp_path):
+    _, submissions, out, rubric, _ = timed
+    kept = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    said = []
+    assert time_folder(submissions, out, load(rubric), resolve("auto"), "cpu", log=said.append) == 0
+    assert said == ["2 of 2 submissions already timed (--force times them again)"]
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == kept
+    half_written = tmp_path / "bob.json"
+    half_written.write_text((out / "bob.json").read_text()[:40])
+    assert load_timing(out / "bob.json") is not None and load_timing(half_written) is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the behaviour without CUDA")
+def test_batch_without_cuda_refuses_instead_of_writing_skipped_files(tmp_path):
+    said = []
+    assert time_folder(tmp_path, tmp_path / "out", load(), resolve("auto"), "cuda", log=said.append) == 1
+    assert said[0].startswith("cannot time here") and said[0].endswith("--device cpu times on the CPU")
+    assert not (tmp_path / "out").exists()
+
+
+def graded_results(name: str, timing_row: bool = True) -> dict:
+    """A results.json as `grade` writes it on a machine without a GPU: 90 of 95 points, timing not graded."""
+    rows = [{"name": "mhsa (public): test_a", "score": 60.0, "max_score": 60.0, "status": "passed", "output": "",
+             "visibility": "visible", "tags": ["mhsa", "public"]},
+            {"name": "sdpa (hidden): test_b", "score": 30.0, "max_score": 35.0, "status": "failed", "output": "x",
+             "visibility": "visible", "tags": ["sdpa", "hidden"]}]
+    if timing_row:
+        rows.append({"name": "timing: CUDA speed against the reference", "score": 0.0, "max_score": 0.0,
+                     "output": "Not graded: CUDA timing skipped: no CUDA device", "visibility": "visible",
+                     "tags": ["timing"]})
+    parts = {"mhsa": {"score": 60.0, "max_score": 60.0, "graded": True, "notes": [], "diagnosis": ""},
+             "sdpa": {"score": 30.0, "max_score": 35.0, "graded": True, "notes": [], "diagnosis": ""},
+             "timing": {"score": 0.0, "max_score": 5.0, "graded": False, "notes": ["CUDA timing skipped"],
+                        "diagnosis": ""}}
+    summary = ("Score: 90 / 95  (isolation: sandbox)\n  mhsa                60 / 60  A\n"
+               "  timing          not graded  CUDA speed\n      CUDA timing skipped: no CUDA device\n"
+               "  sdpa                30 / 35  B")
+    return {"score": 90.0, "execution_time": 1.0, "output": summary, "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": rows,
+            "extra_data": {"submission": name, "status": "graded", "max_score": 95.0, "isolation": "sandbox",
+                           "parts": parts}}
+
+
+def check_consistent(data: dict, score: float, max_score: float):
+    assert data["score"] == score and data["extra_data"]["max_score"] == max_score
+    assert round(sum(t["score"] for t in data["tests"]), 4) == data["score"]
+    assert [t["name"] for t in data["tests"] if "timing" in t["tags"]] == ["timing: speed against the reference (cpu)"]
+    timing = data["extra_data"]["parts"]["timing"]
+    assert timing["graded"] and timing["max_score"] == 5.0
+    assert data["output"].startswith(f"Score: {score:g} / {max_score:g}  (isolation: sandbox)")
+    assert "not graded" not in data["output"] and "  sdpa                30 / 35  B" in data["output"]
+
+
+def test_merge_into_a_batch_results_folder_adds_the_part_and_is_idempotent(timed, tmp_path):
+    _, _, out, rubric, _ = timed
+    results = tmp_path / "grades"
+    results.mkdir()
+    for name in ("alice", "bob"):
+        (results / f"{name}.json").write_text(json.dumps(graded_results(name)))
+    (results / "grades.csv").write_text("stale\n")
+    gpu_checks("merge", out, results, "--rubric", rubric)
+    alice, bob = (json.loads((results / f"{n}.json").read_text()) for n in ("alice", "bob"))
+    check_consistent(alice, 95.0, 100.0)
+    check_consistent(bob, 90.0, 100.0)
+    row = next(t for t in bob["tests"] if "timing" in t["tags"])
+    assert row["status"] == "failed" and "your code took" in row["output"]
+    table = {r["submission"]: r for r in csv.DictReader((results / "grades.csv").open())}
+    assert table["alice"]["timing"] == "5.0" and table["alice"]["score"] == "95.0"
+    before = {p.name: p.read_bytes() for p in results.iterdir()}
+    assert merge_folder(out, results, load(rubric), log=lambda line: None) == 0  # again, in this process
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == before
+
+
+def test_merge_into_per_submission_folders_and_report_what_could_not_merge(timed, tmp_path):
+    _, _, out, rubric, _ = timed
+    export = tmp_path / "export"
+    (export / "alice").mkdir(parents=True)
+    (export / "alice" / "results.json").write_text(json.dumps(graded_results("alice", timing_row=False)))
+    (export / "bob").mkdir()
+    ungraded = {**graded_results("bob"), "tests": []}
+    ungraded["extra_data"] = {**ungraded["extra_data"], "status": "timeout", "parts": {}}
+    (export / "bob" / "results.json").write_text(json.dumps(ungraded))
+    done = gpu_checks("merge", out, export, "--rubric", rubric, check=False)
+    assert done.returncode == 1
+    assert "merged timing into 1 results file(s)" in done.stdout
+    assert "not merged: bob: its results have no grade (timeout); regrade it, then merge" in done.stdout
+    check_consistent(json.loads((export / "alice" / "results.json").read_text()), 95.0, 100.0)
+    assert json.loads((export / "bob" / "results.json").read_text()) == ungraded
+
+
+def test_a_skipped_timing_leaves_the_part_out_of_the_maximum():
+    skipped = {"submission": "carol", "status": "skipped", "score": 0.0, "max_score": 0.0, "device": None,
+               "output": "CUDA timing skipped: no CUDA device", "isolation": "sandbox"}
+    data = with_timing(graded_results("carol"), skipped)
+    assert data["score"] == 90.0 and data["extra_data"]["max_score"] == 95.0
+    row = next(t for t in data["tests"] if "timing" in t["tags"])
+    assert "status" not in row and row["max_score"] == 0.0 and row["output"].startswith("Not graded: ")
