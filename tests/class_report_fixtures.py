@@ -126,7 +126,7 @@ def _timing(data: dict, ratios: list, readable: bool) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     table = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     passed = all(r <= 2 for r in ratios)
-    text = ("\n".join(["CUDA timing against the reference on NVIDIA H200 (torch 2.13.0, session seed 5): "
+    text = ("\n".join(["Timing against the reference on the CUDA GPU (NVIDIA H200, torch 2.13.0, session seed 5): "
                        + ("passed" if passed else "failed"),
                        "ratio = your time / the reference's, median over interleaved pairs.", "", *table])
             if readable else "CUDA timing: failed. your code could not be imported: RuntimeError: broken at import")

@@ -15,6 +15,18 @@ from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, T
                                         assert_page_matches_csv, by_first, make_class, read_csv, report)
 
 ASSIGNMENT = "MHSA (4711)"
+# gpu_checks' text for the reference timed on the CPU (`grade reference/mhsa.py --timing-device cpu`), two cases kept
+REAL_CPU_TIMING = """\
+Timing against the reference on the CPU (not a GPU: CPU-sized configs from the rubric's [parts.timing.cpu]) \
+(cpu, torch 2.13.0+cpu, session seed 759670159): passed
+ratio = your time / the reference's, median over interleaved pairs; a case passes when its interval is within the \
+threshold.
+TFLOP/s: median per call, matmul flops only, by the device clock (the host clock).
+
+case                         pairs  ratio  interval      threshold  verdict  TFLOP/s yours  reference  sdpa
+launch float32 fwd           20     1.01   [0.90, 1.07]  2          passed   0.0042         0.00427    -
+throughput bfloat16 fwd+bwd  20     1.02   [0.99, 1.11]  2          passed   0.0175         0.0178     -
+"""
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +119,9 @@ def test_timing_ratios_are_read_from_the_timing_rows(generated):
     facts, out, _, _ = generated
     rows = read_csv(out / "report-timing.csv")[1:]
     got = {}
-    for student, case, ratio, threshold, verdict in rows:
+    for student, device, case, ratio, threshold, verdict in rows:
         got.setdefault(student, []).append(float(ratio))
+        assert device == "GPU"
         assert threshold == "2.00" and verdict == ("passed" if float(ratio) <= 2 else "failed")
         assert case in TIMING_CASES
     assert got == facts.ratios
@@ -122,6 +135,9 @@ def test_parse_timing_is_conservative():
     assert tables.parse_timing(text) == [{"case": "tiny float32 fwd", "ratio": 1.5, "threshold": 2.0,
                                           "verdict": "passed"}]
     assert tables.parse_timing("CUDA timing: failed. your code could not be imported") == []
+    assert [(c["case"], c["ratio"]) for c in tables.parse_timing(REAL_CPU_TIMING)] == [
+        ("launch float32 fwd", 1.01), ("throughput bfloat16 fwd+bwd", 1.02)]
+    assert tables.timing_device(REAL_CPU_TIMING) == "CPU"
     assert tables.parse_timing("ratio 1.5 threshold 2") == []
 
 

@@ -37,7 +37,7 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
         hardest = tables.hardest_tests(records, tables.test_descriptions())
         misconceptions = tables.misconceptions(records)
         integrity = tables.integrity(records)
-        timing, _ = tables.timing(records)
+        timing = tables.timing(records)
         similar, similar_html = _similarity(kind, results, submissions, records, threshold, warnings)
         sections += [("parts", "Parts", page.table(parts)),
                      ("hardest", "Hardest tests", page.table(hardest)),
@@ -133,8 +133,8 @@ def _similarity(kind, results, submissions, records, threshold, warnings) -> tup
 def _timing_section(timing: tables.Table) -> str:
     if not timing.rows:
         return '<p class="note">The timing part did not run for any submission (no CUDA when they were graded).</p>'
-    ratios = [float(row[2]) for row in timing.rows]
-    thresholds = sorted({float(row[3]) for row in timing.rows})
+    ratios = [float(row[3]) for row in timing.rows]
+    thresholds = sorted({float(row[4]) for row in timing.rows})
     fig = page.histogram(ratios, "Speed ratio against the reference", "your time / reference time",
                          [(x, f"threshold {x:g}") for x in thresholds])
     return page.figure(fig, "distribution of speed ratios") + page.table(timing)

@@ -94,7 +94,7 @@ def generic_csv(rows, maximum, part_names) -> tuple:
         parts = [f"{record.parts[p]['score']:.2f}" if record and record.graded and record.parts.get(p, {}).get("graded")
                  else "" for p in part_names]
         writer.writerow([s.id, s.sis_user_id, s.login, s.name, s.section, record.name if record else s.submission,
-                         score, f"{maximum:g}", f"{100 * float(score) / maximum:.1f}" if score and maximum else "",
+                         score, _points(maximum), f"{100 * float(score) / maximum:.1f}" if score and maximum else "",
                          *parts])
     return out.getvalue(), warnings
 
@@ -104,10 +104,14 @@ def canvas_csv(rows, maximum, assignment: str) -> tuple:
     out, warnings = io.StringIO(), []
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*CANVAS_IDENTITY, assignment])
-    writer.writerow([CANVAS_POINTS_ROW, "", "", "", "", f"{maximum:g}"])
+    writer.writerow([CANVAS_POINTS_ROW, "", "", "", "", _points(maximum)])
     for student, record in rows:
         if student is None:
             continue
         score = score_cell(student, record, warnings)
         writer.writerow([student.name, student.id, student.sis_user_id, student.login, student.section, score])
     return out.getvalue(), warnings
+
+
+def _points(maximum) -> str:
+    return "" if maximum is None else f"{maximum:g}"

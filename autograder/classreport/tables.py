@@ -31,10 +31,12 @@ def percent(x) -> str:
 
 
 def course_maximum(records) -> tuple:
-    """(the maximum the course graded with: the most common one among graded records, [outliers])."""
+    """(the maximum the course graded with: the most common one among graded records, [outliers]).
+    Without a graded record, the most common maximum of any record (or None)."""
     maxima = Counter(r.max_score for r in records if r.graded and r.max_score)
     if not maxima:
-        return None, []
+        anyone = Counter(r.max_score for r in records if r.max_score)
+        return (anyone.most_common(1)[0][0] if anyone else None), []
     best = max(maxima.items(), key=lambda kv: (kv[1], kv[0]))[0]
     return best, [r for r in records if r.graded and r.max_score and r.max_score != best]
 
@@ -174,22 +176,32 @@ def _first_line(record) -> str:
     return record.output.strip().splitlines()[0] if record.output.strip() else "no grade"
 
 
-def timing(records) -> tuple:
-    """(Table of parsed speed ratios, [students whose timing text could not be read])."""
+def timing(records) -> Table:
+    """The speed ratios parsed from each timing row; the students whose text held none are named."""
     rows, unreadable = [], []
     for r in records:
         row = next((t for t in r.tests if (t.get("tags") or [None])[0] == "timing" and "status" in t), None)
         if row is None:
             continue
-        cases = parse_timing(row.get("output") or "")
+        text = row.get("output") or ""
+        cases = parse_timing(text)
         if not cases:
             unreadable.append(r.name)
-        rows += [[r.name, c["case"], number(c["ratio"]), number(c["threshold"]), c["verdict"]] for c in cases]
+        rows += [[r.name, timing_device(text), c["case"], number(c["ratio"]), number(c["threshold"]), c["verdict"]]
+                 for c in cases]
     note = ("ratio = the student's time / the reference's (median over interleaved pairs); a case passes when "
             "its interval is within the threshold.")
     if unreadable:
         note += f" No ratio could be read for: {', '.join(unreadable)} (shown in their results)."
-    return Table("timing", "Timing", ["student", "case", "ratio", "threshold", "verdict"], rows, note=note), unreadable
+    return Table("timing", "Timing", ["student", "device", "case", "ratio", "threshold", "verdict"], rows, note=note)
+
+
+def timing_device(text: str) -> str:
+    """Where the session ran, from its first line: a CPU verdict must never pass for a GPU one."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if "on the CPU" in first:
+        return "CPU"
+    return "GPU" if "CUDA" in first or "GPU" in first else "?"
 
 
 def parse_timing(text: str) -> list:
