@@ -11,7 +11,7 @@ table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid 
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .note { color: #555; } .warn { background: #fff6e0; border-left: 4px solid #e0a000; padding: .4em .8em; }
 figure { margin: .6em 0; display: inline-block; } img { max-width: 100%; }
-.side { display: grid; grid-template-columns: 1fr 1fr; gap: .8em; }
+.side { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: .8em; }
 pre { background: #f8f8f8; padding: .6em; overflow-x: auto; font-size: 12px; }
 mark { background: #ffd36b; } nav a { margin-right: 1em; }
 """
