@@ -25,7 +25,8 @@ def fail(message):
 
 def required_python():
     """The oldest Python the project supports, as pyproject.toml's requires-python says."""
-    found = re.search(r'^requires-python\s*=\s*">=\s*(\d+)\.(\d+)"', (HERE / "pyproject.toml").read_text(), re.M)
+    pyproject = (HERE / "pyproject.toml").read_text()
+    found = re.search(r'^requires-python\s*=\s*">=\s*(\d+)\.(\d+)"', pyproject, re.M)
     return int(found.group(1)), int(found.group(2))
 
 

@@ -32,10 +32,13 @@ def run(args, cwd, env=None, timeout=1200):
                           env=None if env is None else {**os.environ, **env})
 
 
-def make(target, cwd):
-    """`make TARGET` as a user types it, with Debian's Python creating the virtual environment."""
-    return subprocess.run(["make", target, f"PYTHON={SYSTEM_PYTHON}"], cwd=cwd, capture_output=True, text=True,
-                          timeout=1800)
+def make(target, cwd, python=SYSTEM_PYTHON, env=None):
+    """`make TARGET` as a user types it in a new shell, with `python` creating the virtual environment.
+    Variables of the `make test` that runs this test (VENV=..., flags) stay out of it."""
+    outer_make = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    inherited = {k: v for k, v in os.environ.items() if k not in outer_make}
+    return subprocess.run(["make", target, f"PYTHON={python}"], cwd=cwd, capture_output=True, text=True,
+                          timeout=1800, env={**inherited, **(env or {})})
 
 
 def output(result):
@@ -105,8 +108,8 @@ def pinned(package: str) -> str:
 
 def test_toml_files_read_the_same_with_the_tomli_backport(tmp_path):
     backport = tmp_path / "site"
-    installed = run([sys.executable, "-m", "pip", "install", "--quiet", "--target", backport, pinned("tomli")],
-                    cwd=tmp_path)
+    installed = run([sys.executable, "-m", "pip", "install", "--quiet", "--target", backport,
+                     pinned("tomli")], cwd=tmp_path)
     assert installed.returncode == 0, output(installed)
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(backport)])}
     fallback = run([sys.executable, "-c", HIDE_TOMLLIB + LOAD_EVERYTHING], cwd=REPO, env=env)
@@ -164,7 +167,7 @@ for line in open(sys.argv[1]).read().splitlines():
         if req.marker is None or req.marker.evaluate():
             if not req.specifier.contains(version(req.name), prereleases=True):
                 wrong.append(f"{req.name} {version(req.name)} is not {req.specifier}")
-sys.exit("\\n".join(wrong))
+sys.exit("\\n".join(wrong) or None)
 """
 
 
@@ -173,6 +176,7 @@ def test_make_demo_grades_the_examples_in_the_venv(clone):
     assert demo.returncode == 0, output(demo)
     with open(clone / "grading-out/examples/grades.csv") as table:
         rows = {row["submission"]: row for row in csv.DictReader(table)}
+    assert set(rows) == {"reference_copy", "stubs", "buggy_no_scale"}, output(demo)
     assert {row["status"] for row in rows.values()} == {"graded"}, rows
     reference, stubs, buggy = rows["reference_copy"], rows["stubs"], rows["buggy_no_scale"]
     assert float(reference["score"]) == float(reference["max_score"]) > 0
@@ -181,9 +185,10 @@ def test_make_demo_grades_the_examples_in_the_venv(clone):
 
 
 def test_student_release_sets_up_with_the_system_python(clone, tmp_path):
-    release = tmp_path / "student-release"
-    built = run([clone / ".venv/bin/python", "-m", "autograder", "release", release], cwd=clone)
+    built = make("release", clone)
     assert built.returncode == 0, output(built)
+    release = tmp_path / "student-release"
+    shutil.move(clone / "build" / "student-release", release)  # out of the clone, as students get it
     assert (release / "setup_venv.py").read_text() == (clone / "setup_venv.py").read_text()
     # The student README's two commands, then its first check: every public test fails on the stubs
     # with NotImplementedError, and the same tests pass on a correct solution.
@@ -203,6 +208,7 @@ def test_a_changed_requirements_file_refreshes_the_venv(clone):
     requirements = clone / "requirements.txt"
     original = requirements.read_text()
     absent = "tomli" if sys.version_info >= (3, 11) else "vermin"
+    assert make("setup", clone).returncode == 0
     assert run([clone / ".venv/bin/python", "-c", f"import {absent}"], cwd=clone).returncode == 1
     requirements.write_text(original + f"{pinned(absent)}\n")
     try:
@@ -220,8 +226,7 @@ def test_a_python_without_venv_support_stops_with_one_line_saying_what_to_instal
     blocker = tmp_path / "no-ensurepip" / "ensurepip"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'ensurepip'\")\n")
-    result = subprocess.run(["make", "setup", f"PYTHON={sys.executable}"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(blocker.parent)})
+    result = make("setup", tmp_path, python=sys.executable, env={"PYTHONPATH": str(blocker.parent)})
     assert result.returncode != 0
     ours = [line for line in result.stderr.splitlines() if not line.startswith("make")]
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
