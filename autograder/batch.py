@@ -1,34 +1,34 @@
-"""`grade DIR --batch --out OUT`: every submission in DIR graded in a process of its own, resumably.
+"""`grade DIR --batch --out OUT`: every submission in DIR graded, resumably, by --jobs grader slots.
 
-Each submission (a .py file, a notebook, or a folder) is graded by
-`python -m autograder grade SUB --results OUT/<name>.json`, at most --jobs at once, each within the
-rubric's whole-submission limit ([limits] submission_timeout_s). `grade` writes its results file
-atomically and only once the grade is complete, so an existing, valid results file means "done": a
-rerun skips it (unless --force) and a killed batch loses at most the submissions in flight. A child
-reports through its exit status and its results file only (never through what it prints): a grade
-that times out, crashes or cannot start still gets a results file, with score 0, the usual maximum
-and the reason; the batch itself never stops for one submission. OUT/grades.csv is rebuilt from the
-results files. The Gradescope runner grades its one submission the same way (grade_in_child).
+A grader slot (autograder/slot.py) is a long-lived grading process that grades one submission after
+another, so the start-up (torch, pytest, the rubric) is paid once per slot, not per submission; each
+submission still runs in a fresh worker process of its own, started and stopped by its grade. Each
+grade must finish within the rubric's whole-submission limit ([limits] submission_timeout_s).
+A grade writes its results file atomically and only once it is complete, so an existing, valid
+results file means "done": a rerun skips it (unless --force) and a killed batch loses at most the
+submissions in flight. A slot reports through its status lines and the results file only (never
+through what it prints): a grade that times out, crashes or cannot start still gets a results file,
+with score 0, the usual maximum and the reason; a slot that hangs is killed, one that dies is
+replaced, and the batch itself never stops for one submission. OUT/grades.csv is rebuilt from the
+results files. With --scheduler the same submissions go to a Dask cluster (autograder/cluster.py),
+with the same results files. The Gradescope runner grades its one submission the same way
+(grade_in_child).
 """
 import csv
 import io
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import grading, paths, results
+from autograder import grading, results
 from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
 from autograder.isolation import resolve
-from autograder.worker import signal_name
+from autograder.slot import SLOT_COMMAND, Attempt, Slot
 
-GRADE_COMMAND = (sys.executable, "-m", "autograder", "grade")
 FAILURES = grading.STATUSES[1:]  # results without a grade
 POLL_S = 0.2
 
@@ -37,16 +37,6 @@ POLL_S = 0.2
 class Submission:
     name: str   # the results file is OUT/<name>.json and the CSV row is named so
     path: Path
-
-
-@dataclass
-class Running:
-    submission: Submission
-    process: subprocess.Popen
-    log: Path
-    started: float = field(default_factory=time.monotonic)
-    started_ns: int = field(default_factory=time.time_ns)
-    timed_out: bool = False
 
 
 def discover(folder: Path) -> list[Submission]:
@@ -72,8 +62,8 @@ def discover(folder: Path) -> list[Submission]:
 load_results = results.load
 
 
-def run(args, rubric=None, command=GRADE_COMMAND) -> int:
-    """The `grade --batch` command; `rubric` and `command` are there for tests (limits, a fake grader)."""
+def run(args, rubric=None, command=SLOT_COMMAND) -> int:
+    """The `grade --batch` command; `rubric` and `command` are there for tests (limits, a stand-in slot)."""
     folder, out = Path(args.path), args.out
     if not folder.is_dir():
         print(f"--batch needs a folder of submissions; {folder} is not one")
@@ -81,6 +71,14 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
     if out is None:
         print("--batch needs --out FOLDER for the results files and grades.csv")
         return 2
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler:
+        from autograder import cluster
+
+        refusal = cluster.refusal(args)
+        if refusal:
+            print(refusal)
+            return 2
     rubric = rubric or rubric_file.load()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -88,37 +86,57 @@ def run(args, rubric=None, command=GRADE_COMMAND) -> int:
         stale.unlink(missing_ok=True)
     submissions = discover(folder)
     todo = [s for s in submissions if args.force or load_results(out / f"{s.name}.json") is None]
-    isolation = resolve(args.isolation).level
+    isolation = "sandbox" if scheduler else resolve(args.isolation).level
     child_args = child_options(args, hide=[folder, out, *args.hide])
     max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all", args.timing_device)
     progress = Progress(len(submissions), len(submissions) - len(todo))
-    logs = Path(tempfile.mkdtemp(prefix="mhsa-batch-"))
-    running = []
     try:
-        while todo or running:
-            while todo and len(running) < max(1, args.jobs):
-                sub = todo.pop(0)
-                running.append(start(sub, out / f"{sub.name}.json", logs, [*command], child_args))
-            time.sleep(POLL_S)
-            progress.draw(len(running))
-            for job in [j for j in running if finished(j, rubric.submission_timeout)]:
-                running.remove(job)
-                status = settle(job, out / f"{job.submission.name}.json", rubric, isolation, max_units)
-                progress.advance(job.submission.name, status, load_results(out / f"{job.submission.name}.json"))
+        if scheduler:
+            from autograder import cluster
+
+            code = cluster.grade_all(scheduler, todo, out, child_args, rubric, max_units, progress)
+            if code:
+                return code
+        else:
+            grade_locally(todo, out, child_args, rubric, isolation, max_units, progress, args.jobs, command)
     except KeyboardInterrupt:
-        for job in running:
-            job.process.kill()
-            job.process.wait()
         progress.close()
-        print(f"interrupted: {len(running)} submission(s) in flight were dropped; rerun the same command "
+        print("interrupted: the submissions in flight were dropped; rerun the same command "
               "to grade the rest (finished grades are kept)")
         return 130
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
     progress.close()
     table = write_csv(out, submissions, rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     return 0
+
+
+def grade_locally(todo: list, out: Path, child_args: list, rubric, isolation: str, max_units: int,
+                  progress: "Progress", jobs: int, command) -> None:
+    """`todo` graded by `jobs` slots on this machine; a slot that is killed or dies is replaced."""
+    todo = list(todo)
+    logs = Path(tempfile.mkdtemp(prefix="mhsa-batch-"))
+    slots: list[Slot | None] = [None] * max(1, min(jobs, len(todo)))
+    try:
+        while todo or any(s is not None and s.busy for s in slots):
+            for i, slot in enumerate(slots):
+                if todo and (slot is None or not slot.alive) and (slot is None or not slot.busy):
+                    slot = slots[i] = Slot([*command], child_args, logs / f"slot-{i}.log")
+                if todo and not slot.busy:
+                    sub = todo.pop(0)
+                    slot.send(sub.name, sub.path, out / f"{sub.name}.json")
+            time.sleep(POLL_S)
+            progress.draw(sum(s is not None and s.busy for s in slots))
+            for slot in slots:
+                attempt = slot.check(rubric.submission_timeout) if slot is not None and slot.busy else None
+                if attempt is not None:
+                    target = out / f"{attempt.name}.json"
+                    status = settle(attempt, target, rubric, isolation, max_units)
+                    progress.advance(attempt.name, status, load_results(target))
+    finally:
+        for slot in slots:
+            if slot is not None:
+                slot.kill() if slot.busy else slot.close()
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def child_options(args, hide) -> list:
@@ -129,72 +147,47 @@ def child_options(args, hide) -> list:
         options += ["--timeout", str(args.timeout)]
     if args.timing_device:
         options += ["--timing-device", args.timing_device]
+    if getattr(args, "days_late", 0):
+        options += ["--days-late", str(args.days_late)]
     return options
 
 
-def start(sub: Submission, target: Path, logs: Path, command: list, child_args: list) -> Running:
-    log = logs / f"{sub.name}.log"
-    with open(log, "wb") as sink:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen([*command, str(sub.path), "--results", str(target), *child_args],
-                                   stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                                   cwd=paths.REPO, env=child_env())
-    return Running(sub, process, log)
-
-
-def child_env() -> dict:
-    """The grader's environment, with the repository importable whatever the current directory."""
-    path = [str(paths.REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return os.environ | {"PYTHONPATH": os.pathsep.join(path)}
-
-
 def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isolation: str, max_units: int,
-                   command=GRADE_COMMAND) -> str:
-    """Grade one submission in a child process within the rubric's whole-submission limit; its
-    results file is at `target` whatever happens. Returns the status."""
+                   command=SLOT_COMMAND) -> str:
+    """Grade one submission in a grader process of its own within the rubric's whole-submission
+    limit; its results file is at `target` whatever happens. Returns the status."""
     logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
+    slot = Slot([*command], child_args, logs / "slot.log")
     try:
-        job = start(sub, target, logs, [*command], child_args)
-        while not finished(job, rubric.submission_timeout):
+        slot.send(sub.name, sub.path, target)
+        while (attempt := slot.check(rubric.submission_timeout)) is None:
             time.sleep(POLL_S)
-        return settle(job, target, rubric, isolation, max_units)
+        return settle(attempt, target, rubric, isolation, max_units)
     finally:
+        slot.close()
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def finished(job: Running, timeout: float) -> bool:
-    """True once the child has exited, or has been killed for running past `timeout`."""
-    if job.process.poll() is not None:
-        return True
-    if time.monotonic() - job.started < timeout:
-        return False
-    job.process.send_signal(signal.SIGKILL)  # its workers' reapers see the lifeline close and clean up
-    job.process.wait()
-    job.timed_out = True
-    return True
-
-
-def settle(job: Running, target: Path, rubric, isolation: str, max_units: int) -> str:
-    """The job's status, from its exit status and results file alone. A child that exited 0 or 2
-    (graded, or grading impossible) wrote a results file that says so; for any other end the file is
-    replaced by one that says why there is no grade."""
-    code = job.process.returncode
-    fresh = target.exists() and target.stat().st_mtime_ns >= job.started_ns
+def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: int) -> str:
+    """The attempt's status, from its grader's answer and results file alone. A grade that answered
+    0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
+    file is replaced by one that says why there is no grade."""
+    fresh = target.exists() and target.stat().st_mtime_ns >= attempt.started_ns
     data = results.load(target) if fresh else None
-    if not job.timed_out and code in (0, 2) and data is not None:
+    if not attempt.timed_out and attempt.code in (0, 2) and data is not None:
         return data["extra_data"]["status"]
-    elapsed = time.monotonic() - job.started
-    if job.timed_out:
+    if attempt.timed_out:
         status = "timeout"
         message = (f"Grading was stopped after {rubric.submission_timeout:g} s, the time limit for a whole "
                    "submission: some of your code is very slow, or hangs where the per-call limit could not "
                    "stop it. Score 0 until an instructor looks at it.")
     else:
         status = "crashed"
-        how = f"signal {signal_name(-code)}" if code < 0 else f"exit status {code}"
-        tail = job.log.read_text(errors="replace")[-3000:].strip()
+        how = attempt.ended or f"exit status {attempt.code} without a results file"
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
-                   f"instructor regrades it.\n\nLast output:\n{tail}")
-    grade = grading.failure(job.submission.name, status, message, max_units, isolation, elapsed=elapsed)
+                   f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
+    elapsed = time.monotonic() - attempt.started
+    grade = grading.failure(attempt.name, status, message, max_units, isolation, elapsed=elapsed)
     results.write_json_atomic(target, results.to_gradescope(grade, rubric))
     return status
 
@@ -238,41 +231,37 @@ def summary(table: str, out: Path, total: int, graded_now: int) -> str:
 
 
 class Progress:
-    """A progress bar on stderr when it is a terminal; one line per finished submission otherwise."""
-
-    WIDTH = 30
+    """A progress bar (tqdm: rate and time left) on stderr when it is a terminal; one line per finished
+    submission otherwise ("[3/40] alice: 85 / 90 (graded)"), for logs and CI."""
 
     def __init__(self, total: int, initial: int):
+        from tqdm import tqdm
+
         self.total, self.initial, self.done, self.failed = total, initial, initial, 0
-        self.stream, self.started = sys.stderr, time.monotonic()
+        self.stream = sys.stderr
         self.tty = self.stream.isatty()
         if initial:
             self.stream.write(f"{initial} of {total} submissions already graded: skipped (--force regrades)\n")
+        self.bar = tqdm(total=total, initial=initial, file=self.stream, unit="submission", disable=not self.tty,
+                        dynamic_ncols=True)
 
     def advance(self, name: str, status: str, data: dict | None) -> None:
         self.done += 1
         self.failed += status in FAILURES
-        if not self.tty:
+        if self.tty:
+            self.bar.update(1)
+        else:
             score = f"{data['score']:g} / {data['extra_data'].get('max_score', '?')}" if data else "-"
             self.stream.write(f"[{self.done}/{self.total}] {name}: {score} ({status})\n")
+            self.stream.flush()
 
     def draw(self, running: int) -> None:
-        """Redraws the bar (on a terminal), so that the clock moves between finished submissions."""
-        if not self.tty:
-            return
-        filled = self.WIDTH * self.done // max(1, self.total)
-        elapsed = time.monotonic() - self.started
-        graded_now = self.done - self.initial
-        left = (self.total - self.done) * elapsed / graded_now if graded_now else None
-        eta = f", ~{_clock(left)} left" if left is not None else ""
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} done, "
-                          f"{running} running, {self.failed} without a grade, {_clock(elapsed)} elapsed{eta}   ")
-        self.stream.flush()
+        """What is in flight, beside the bar (the bar's own clock moves by itself)."""
+        if self.tty:
+            self.bar.set_postfix_str(f"{running} running, {self.failed} without a grade", refresh=False)
 
     def close(self) -> None:
-        if self.tty:
-            self.draw(running=0)
-            self.stream.write("\n")
+        self.bar.close()
         self.stream.flush()
 
 
@@ -281,8 +270,3 @@ def _number(text: str) -> str:
         return f"{float(text):.4g}"
     except ValueError:
         return text
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}"

@@ -1,6 +1,6 @@
-"""Batch grading: one process per submission, resumable, with a results file for every outcome.
+"""Batch grading: long-lived grader slots, resumable, with a results file for every outcome.
 
-Most tests run autograder.batch in this process with a stand-in for `python -m autograder grade`
+Most tests run autograder.batch in this process with a stand-in for a grader slot
 (a few lines of Python that behave by the submission's name) so that timeouts and crashes are quick
 to provoke; the resume test runs the real command in a real subprocess and kills it midway.
 """
@@ -23,29 +23,33 @@ from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
 RUBRIC = rubric_file.load()
-# Stands in for `grade SUB --results FILE ...`: what it does depends on the submission's name.
-FAKE_GRADER = textwrap.dedent("""
+# Stands in for a grader slot (`python -m autograder.slot OPTIONS`, one JSON job a line on stdin): what
+# it does depends on the submission's name.
+FAKE_SLOT = textwrap.dedent("""
     import json, os, signal, sys, time
-    sub, results = sys.argv[1], sys.argv[3]
-    name = os.path.basename(sub)
-    if "slow" in name:
-        time.sleep(60)
-    if "segv" in name:
-        os.kill(os.getpid(), signal.SIGSEGV)
-    if "noresults" in name:
-        sys.exit(2)  # says it could not grade, but leaves no results file behind
-    data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
-            "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
-                           "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
-    if "empty" in name:
-        data.update(score=0.0, output="This submission could not be graded: the folder holds no mhsa.py")
-        data["extra_data"].update(status="error", parts={})
-    with open(results + ".new", "w") as f:
-        json.dump(data, f)
-    os.replace(results + ".new", results)  # atomically, as `grade` does
-    sys.exit(2 if "empty" in name else 0)
+    for line in sys.stdin:
+        job = json.loads(line)
+        sub, results, name = job["path"], job["results"], os.path.basename(job["path"])
+        print(json.dumps({"started": job["id"]}), flush=True)
+        if "slow" in name:
+            time.sleep(60)
+        if "segv" in name:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if "noresults" in name:  # says it could not grade, but leaves no results file behind
+            print(json.dumps({"done": job["id"], "code": 2}), flush=True)
+            continue
+        data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
+                "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
+                               "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
+        if "empty" in name:
+            data.update(score=0.0, output="This submission could not be graded: the folder holds no mhsa.py")
+            data["extra_data"].update(status="error", parts={})
+        with open(results + ".new", "w") as f:
+            json.dump(data, f)
+        os.replace(results + ".new", results)  # atomically, as `grade` does
+        print(json.dumps({"done": job["id"], "code": 2 if "empty" in name else 0}), flush=True)
 """)
-FAKE = (sys.executable, "-c", FAKE_GRADER)
+FAKE = (sys.executable, "-c", FAKE_SLOT)
 
 
 def batch_args(folder, out, **overrides):

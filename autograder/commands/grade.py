@@ -9,8 +9,20 @@ from autograder.submission import GradingError
 def add_parser(subparsers):
     p = subparsers.add_parser("grade", help="grade a submission (.py, folder or .ipynb) with the test suites")
     p.add_argument("path", type=Path, help="mhsa.py, a folder holding it, a notebook; with --batch a folder of those")
-    p.add_argument("--suite", choices=sorted(SUITE_CHOICES), default="all", help="test suites to run (default: all)")
     p.add_argument("--results", type=Path, help="write a Gradescope results.json here")
+    add_grade_options(p)
+    p.add_argument("--batch", action="store_true", help="PATH is a folder of submissions")
+    p.add_argument("--out", type=Path, help="with --batch: folder for results files and grades.csv")
+    p.add_argument("--jobs", type=int, default=2, help="with --batch: submissions graded at once")
+    p.add_argument("--force", action="store_true", help="with --batch: regrade finished submissions")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --batch: grade on this Dask distributed cluster (e.g. tls://head:8786) instead of "
+                        "this machine; needs the sandbox level on every worker (docs/autograder.md)")
+
+
+def add_grade_options(p) -> None:
+    """The options of one grade: the same for `grade`, a batch's grader slots and a cluster's workers."""
+    p.add_argument("--suite", choices=sorted(SUITE_CHOICES), default="all", help="test suites to run (default: all)")
     p.add_argument("--timeout", type=float, help="seconds one call into student code may take")
     p.add_argument("--isolation", choices=("auto", *LEVELS), default="auto",
                    help="auto (default): the strongest level this machine supports")
@@ -18,10 +30,8 @@ def add_parser(subparsers):
                    help="where the timing part runs: auto (CUDA when present, else not graded), cuda, or cpu "
                         "(CPU-sized configs; proves the harness, or grades speed on a course without GPUs). "
                         "Default: the rubric's [parts.timing] device, else auto")
-    p.add_argument("--batch", action="store_true", help="PATH is a folder of submissions")
-    p.add_argument("--out", type=Path, help="with --batch: folder for results files and grades.csv")
-    p.add_argument("--jobs", type=int, default=2, help="with --batch: submissions graded at once")
-    p.add_argument("--force", action="store_true", help="with --batch: regrade finished submissions")
+    p.add_argument("--days-late", type=float, default=0.0,
+                   help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
     p.add_argument("--hide", type=Path, action="append", default=[], help="another path the submission must not read (repeatable)")
 
 
@@ -31,26 +41,34 @@ def run(args) -> int:
         from autograder import batch
 
         return batch.run(args)
-    from autograder import grading, results
-    from autograder.context import GradingContext
     from autograder.rubric import load
 
-    rubric = load()
+    return grade_one(args.path, args.results, args, load(), show=True)
+
+
+def grade_one(path: Path, results_file: Path | None, args, rubric, show=False) -> int:
+    """Grade `path` with `args`' grade options; 0 graded, 2 grading impossible. The results file (if
+    asked for) is written atomically, once the grade is complete; `show` prints the score table."""
+    from autograder import grading, results
+    from autograder.context import GradingContext
+
     suites = SUITE_CHOICES[args.suite]
-    hide = [*args.hide, *([args.results.resolve().parent] if args.results else [])]
-    ctx = GradingContext.create(args.path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,
+    hide = [*args.hide, *([results_file.resolve().parent] if results_file else [])]
+    ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,
                                 extras=args.suite == "all", timing_device=args.timing_device,
-                                call_timeout=args.timeout)
+                                call_timeout=args.timeout, days_late=getattr(args, "days_late", 0.0))
     try:
         grade, code = grading.run(ctx), 0
     except GradingError as err:
-        grade = grading.failure(args.path.name.removesuffix(".py"), "error",
+        grade = grading.failure(path.name.removesuffix(".py"), "error",
                                 f"This submission could not be graded: {err}",
                                 grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device),
                                 ctx.isolation_level, suites)
         code = 2
-    print(results.table(grade, rubric))
-    if args.results:
-        results.write_json_atomic(args.results, results.to_gradescope(grade, rubric))
-        print(f"\nresults written to {args.results}")
+    if show:
+        print(results.table(grade, rubric))
+    if results_file:
+        results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
+        if show:
+            print(f"\nresults written to {results_file}")
     return code

@@ -1,0 +1,175 @@
+"""A grader slot: one long-lived grading process that grades one submission after another.
+
+    python -m autograder.slot [grade options]     # --suite, --isolation, --timeout, --hide, ...
+
+Starting a grading process (torch, pytest, hypothesis, the rubric) costs seconds; a batch pays it
+once per slot instead of once per submission. Student code still never runs here: every grade
+starts a fresh worker process (and sandbox) of its own, exactly as `grade` does, and the worker is
+gone before the next job is read.
+
+The protocol, one JSON object a line. The batch writes jobs on the slot's stdin:
+    {"id": "alice", "path": "/subs/alice.py", "results": "/out/alice.json"}
+and the slot answers on its stdout (status only: scores travel in the results file):
+    {"started": "alice"}              when it begins the job (the batch's time limit counts from here)
+    {"done": "alice", "code": 0}      0 graded, 2 grading impossible: the results file says which
+Anything else the slot prints goes to its stderr (the batch's log). The slot exits at the end of
+its stdin. The batch side is Slot, below: it kills a slot whose job runs past the submission time
+limit, and records a slot that dies holding a job as "crashed".
+"""
+import argparse
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import paths
+from autograder.worker import signal_name
+
+SLOT_COMMAND = (sys.executable, "-m", "autograder.slot")
+
+
+@dataclass
+class Attempt:
+    """One submission's grading attempt, as the batch sees it: how it ended, never what it scored."""
+    name: str
+    started: float = field(default_factory=time.monotonic)  # the time limit's start
+    started_ns: int = field(default_factory=time.time_ns)   # a results file older than this is not its answer
+    code: int | None = None       # the grade's answer: 0 graded, 2 grading impossible
+    ended: str = ""               # how the grader ended without answering: "signal SIGSEGV", "exit status 1"
+    timed_out: bool = False
+    tail: str = ""                # the grader's last output, for a crash report
+
+
+def child_env() -> dict:
+    """The grader's environment, with the repository importable whatever the current directory."""
+    path = [str(paths.REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return os.environ | {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def how_it_ended(code: int) -> str:
+    return f"signal {signal_name(-code)}" if code < 0 else f"exit status {code}"
+
+
+class Slot:
+    """The batch's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
+
+    def __init__(self, command: list, options: list, log: Path):
+        self.log = log
+        with open(log, "ab") as sink:  # the slot keeps its own copy of the descriptor
+            self.process = subprocess.Popen([*command, *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=sink, cwd=paths.REPO, env=child_env(), text=True, bufsize=1)
+        self.lines = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.job: Attempt | None = None
+        self.log_offset = 0
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put((time.monotonic(), line))  # when it came: the time limit counts from "started"
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, name: str, path: Path, target: Path) -> None:
+        """Hand the slot a job; its clock starts now and restarts when the slot begins it."""
+        self.job = Attempt(name)
+        self.log_offset = self.log.stat().st_size
+        try:
+            self.process.stdin.write(json.dumps({"id": name, "path": str(path), "results": str(target)}) + "\n")
+            self.process.stdin.flush()
+        except OSError:
+            pass  # the slot is gone: check() reports how it ended
+
+    def check(self, timeout: float) -> Attempt | None:
+        """The job's attempt once it has ended (answered, died, or killed after `timeout` s), else None."""
+        job = self.job
+        if self._answer(job):
+            self.job = None
+            return job
+        if not self.alive:
+            self.reader.join(timeout=5)  # the slot's last lines, if any, are read before judging it
+            if not self._answer(job):
+                job.ended = how_it_ended(self.process.returncode)
+                job.tail = self._log_tail()
+            self.job = None
+            return job
+        if time.monotonic() - job.started >= timeout:
+            self.kill()
+            job.timed_out = True
+            self.job = None
+            return job
+        return None
+
+    def _answer(self, job: Attempt) -> bool:
+        while True:
+            try:
+                arrived, line = self.lines.get_nowait()
+                message = json.loads(line)
+            except queue.Empty:
+                return False
+            except ValueError:
+                continue  # not a protocol line: the slot's own output belongs in its log
+            if message.get("started") == job.name:
+                job.started = arrived
+            elif message.get("done") == job.name:
+                job.code = int(message["code"])
+                return True
+
+    def _log_tail(self) -> str:
+        with open(self.log, "rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")[-3000:].strip()
+
+    def kill(self) -> None:
+        """Stop the slot now; its workers' reapers see the lifeline close and clean up."""
+        if self.alive:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def close(self, grace: float = 10.0) -> None:
+        """End of input: an idle slot exits by itself; one that does not is killed."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def main(argv=None) -> int:
+    from autograder.commands.grade import add_grade_options, grade_one
+
+    parser = argparse.ArgumentParser(prog="python -m autograder.slot", description=__doc__.splitlines()[0])
+    add_grade_options(parser)
+    args = parser.parse_args(argv)
+    status = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else is printed goes to the log
+
+    from autograder import rubric as rubric_file
+    from autograder import backends, grading  # noqa: F401 - start-up paid here, not in a submission's time limit
+
+    rubric = rubric_file.load()
+    for line in sys.stdin:
+        job = json.loads(line)
+        status.write(json.dumps({"started": job["id"]}) + "\n")
+        code = grade_one(Path(job["path"]), Path(job["results"]), args, rubric)
+        status.write(json.dumps({"done": job["id"], "code": code}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
