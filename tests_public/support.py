@@ -144,6 +144,13 @@ def expect_like(got, expected, what):
         expect_tensor(got, expected, what=what)
 
 
+def check_weights_and_output(out, weights, want, what, hint):
+    """Attention weights and output against the oracle's `want`, with one hint for both."""
+    __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
+    check(weights, want.weights, what=f"weights returned by {what}", hint=hint)
+    check(out, want.output, what=f"output of {what}", hint=hint)
+
+
 def check_dropped_weights(weights, clean, p, what, drop_hint, scale_hint):
     """Training-mode attention weights: some, not all, dropped (exactly 0); the others are the
     dropout-free weights `clean` scaled by 1/(1 - p)."""

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from autograder.oracles import F64, sdpa_expected
 from autograder.checks import expect_tuple, expect_zero_where
-from tests_public.support import DEVICES, check, check_dropped_weights, invoke, randn, random_bool_mask
+from tests_public.support import (DEVICES, check, check_dropped_weights, check_weights_and_output, invoke,
+                                  randn, random_bool_mask)
 
 pytestmark = pytest.mark.part("sdpa")
 
@@ -129,11 +130,8 @@ def test_per_batch_mask_broadcasts_over_the_head_axis(impl):
 def test_dropout_is_off_when_not_training(impl):
     q, k, v = randn(2, 3, 5, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 4)
     out, weights, call = sdpa(impl, q, k, v, dropout_p=0.5, training=False)
-    want = sdpa_expected(q, k, v)
-    expected_out, expected_w = want.output, want.weights
     hint = "dropout applies only when training=True; with training=False the weights are not dropped."
-    check(weights, expected_w, what=f"weights returned by {call.signature()}", hint=hint)
-    check(out, expected_out, what=f"out returned by {call.signature()}", hint=hint)
+    check_weights_and_output(out, weights, sdpa_expected(q, k, v), call.signature(), hint)
 
 
 def test_dropout_p_zero_when_training_changes_nothing(impl):

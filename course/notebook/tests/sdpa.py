@@ -22,7 +22,8 @@ for name, mask in (("bool", blocked), ("float", additive)):
     assert bool((weights[..., blocked] == 0).all()), f"a {name} mask must give blocked keys weight 0"
 soft = torch.randn(2, 1, 4, 6)  # a float mask that is not only 0 / -inf is added as it is
 out, weights = scaled_dot_product_attention(q, k, v, attn_mask=soft)
-_expect_close(weights, oracles.sdpa_expected(q, k, v, soft).weights, "weights with a float mask of arbitrary values (2,1,4,6)")
+_expect_close(weights, oracles.sdpa_expected(q, k, v, soft).weights,
+              "weights with a float mask of arbitrary values (2,1,4,6)")
 
 # %% hidden scaled_dot_product_attention
 # Dropout acts on the weights in training mode only; gradients flow; float64 stays float64.
