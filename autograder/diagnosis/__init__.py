@@ -3,19 +3,20 @@
 
 The submission is probed through its Backend only (it may be a WorkerBackend: student code never
 runs here), and what it returns is compared with compact implementations of known mistakes
-(model.py), or checked for behaviour those cannot predict (catalog.py). Accuracy on the corpus:
+(model.py), or checked for behaviour those cannot predict (catalog.py); a mistake is named only
+when the evidence points to it alone. Accuracy on the corpus:
 `python -m autograder.diagnosis.evaluate`.
 """
-from autograder.diagnosis.catalog import recognise
+from autograder.diagnosis.catalog import Evidence, recognise
 from autograder.diagnosis.probes import PROBES, Session
 
 
 def identify(backend, parts) -> dict:
     """part -> the Misconception recognised for it (parts with none are left out)."""
-    session = Session(backend)
+    evidence = Evidence(Session(backend))
     found = {}
     for part in parts:
-        misconception = recognise(session, part) if part in PROBES else None
+        misconception = recognise(evidence, part) if part in PROBES else None
         if misconception is not None:
             found[part] = misconception
     return found

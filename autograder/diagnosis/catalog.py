@@ -1,9 +1,14 @@
 """Known misconceptions: how each one shows on the probes, and what a student is told.
 
-A misconception is recognised either by `variants` (the submission behaves like the model with
+A misconception shows on a part either by `variants` (the submission behaves like the model with
 those knobs on every probe of the part, and unlike a correct solution on at least one) or by
 `check(session, part)` for behaviour a deterministic model cannot predict: dropout, gradients,
-in-place writes, exceptions. The first match in CATALOG order wins, so specific entries come first.
+in-place writes, exceptions.
+
+Showing is not enough to name it: a wrong diagnosis misleads more than none, and one behaviour
+can have several causes (a block whose masks have no effect may drop them, or call a self-attention
+that ignores them). `recognise` names a misconception for a part only when the evidence points
+to it alone (see `_evidence`); otherwise it names nothing.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -26,6 +31,7 @@ class Misconception:
     message: str
     variants: tuple = ()   # Knobs
     check: Callable = None  # (session, part) -> bool
+    home: tuple = ()       # the parts whose own code can hold the mistake; the others only inherit it
 
 
 # ---------------------------------------------------------------- comparing what was seen with a prediction
@@ -235,17 +241,23 @@ def _feed_forward_dropout_missing(session, part) -> bool:
     return bool((~kept).any()) and same(delta[kept], clean[kept] / (1 - P_TRAIN))
 
 
-def _accepts_invalid(session, part) -> bool:
+def _invalid_constructions(session, part) -> list:
+    """What the submission raised (type names, "" for nothing) for constructor arguments it must refuse."""
     calls = {"mhsa": [("MultiHeadSelfAttention", {"d_model": 6, "num_heads": 4}),
                       ("MultiHeadSelfAttention", {"d_model": 8, "num_heads": 0}),
                       ("MultiHeadSelfAttention", {"d_model": 8, "num_heads": -2})],
              "block": [("TransformerBlock", {"d_model": 8, "num_heads": 2, "d_ff": 16, "activation": "tanh"}),
                        ("TransformerBlock", {"d_model": 8, "num_heads": 3, "d_ff": 16})]}[part]
-    for target, init in calls:
-        seen = session.observe(f"invalid {target} {init}", Call(target, init=init, construct_only=True))
-        if seen.raised != "ValueError":
-            return True
-    return False
+    return [session.observe(f"invalid {target} {init}", Call(target, init=init, construct_only=True)).raised
+            for target, init in calls]
+
+
+def _accepts_invalid(session, part) -> bool:
+    return "" in _invalid_constructions(session, part)
+
+
+def _asserts(session, part) -> bool:
+    return "AssertionError" in _invalid_constructions(session, part)
 
 
 def _bias_ignored(session, part) -> bool:
@@ -256,8 +268,9 @@ def _bias_ignored(session, part) -> bool:
 
 # ---------------------------------------------------------------- the catalog
 
-def _m(id, parts, message, *variants, check=None):
-    return Misconception(id, parts, message, tuple(variants), check)
+def _m(id, parts, message, *variants, check=None, home=None):
+    """`home` defaults to the first part: where the function that holds the mistake is graded."""
+    return Misconception(id, parts, message, tuple(variants), check, home if home is not None else parts[:1])
 
 
 def _residual_variants(kind, layouts):
@@ -266,13 +279,20 @@ def _residual_variants(kind, layouts):
     return tuple(Knobs(residual_in=layout, **where) for layout in layouts for where in sublayers)
 
 
+# Where a mistake can be written: a mask mistake in the masks functions or inline wherever masks are
+# applied, an attention mistake in scaled_dot_product_attention or inline in forward, and so on.
+MASK_CODE = ("masks", "sdpa", "mhsa")
+ATTENTION_CODE = ("sdpa", "mhsa")
+HEADS_CODE = ("heads", "mhsa")
+ANYWHERE = ("sdpa", "heads", "masks", "mhsa", "block")
+
 CATALOG = [
     # masks
     _m("float-mask-not-cast", ("masks",), "to_additive_mask returns a float mask in its own dtype: cast it to the "
        "dtype asked for.", Knobs(cast_float_mask=False)),
     _m("float32-cast", ATTENTION + ("masks",), "a float32 appears where the inputs are float64 or half: a "
        "hard-coded dtype (.float(), torch.float32, a default dtype) changes the result's dtype.",
-       check=_wrong_dtype),
+       check=_wrong_dtype, home=ANYWHERE),
     _m("causal-diagonal", ("masks",), "your causal mask also blocks the diagonal: a token may attend to itself; "
        "block only keys after the query (torch.triu(..., diagonal=1)).", Knobs(causal="future_and_diagonal")),
     _m("causal-direction", ("masks",), "your causal mask blocks the past instead of the future: block the keys "
@@ -286,48 +306,60 @@ CATALOG = [
     _m("lengths-list", ("masks",), "padding_mask fails for a Python list of lengths: convert with "
        "torch.as_tensor(lengths).", check=_lengths_list),
     _m("padding-on-queries", ("masks",) + MODULES, "your key padding mask blocks queries (rows of the scores) "
-       "instead of keys (columns): expand it as [:, None, None, :].", Knobs(padding_axis="queries")),
+       "instead of keys (columns): expand it as [:, None, None, :].", Knobs(padding_axis="queries"),
+       home=("masks", "mhsa")),
     _m("merge-drops-attn-mask", ("masks",) + MODULES, "with both masks given, merge_masks keeps only the key "
-       "padding mask: add the two additive masks.", Knobs(merge_keeps_attn_mask=False)),
+       "padding mask: add the two additive masks.", Knobs(merge_keeps_attn_mask=False), home=("masks", "mhsa")),
     _m("bool-inverted", ("masks",) + ATTENTION, "your output matches boolean masks read the wrong way round: "
-       "True means blocked (as in nn.MultiheadAttention).", Knobs(bool_mask="inverted")),
+       "True means blocked (as in nn.MultiheadAttention).", Knobs(bool_mask="inverted"), home=MASK_CODE),
     _m("masked-fill-not-assigned", ("masks",) + ATTENTION, "your output matches boolean masks being ignored: "
-       "masked_fill returns a new tensor, so its result must be assigned.", Knobs(bool_mask="ignored")),
-    _m("large-negative-not-inf", ("masks", "sdpa"), "your masks use a large finite negative number instead of "
-       "-inf: the contract asks for -inf, and the number overflows in half precision.",
-       Knobs(blocked_value=-1e9)),
+       "masked_fill returns a new tensor, so its result must be assigned.", Knobs(bool_mask="ignored"),
+       home=MASK_CODE),
+    _m("large-negative-not-inf", ("masks", "sdpa"), "your masks use a large finite negative number (such as -1e9 "
+       "or -1e4) instead of -inf: the contract asks for -inf; a finite value overflows in half precision, and "
+       "added to large scores it no longer blocks.",
+       *(Knobs(blocked_value=v, bool_helper=helper) for v in (-1e9, -1e4) for helper in (False, True)),
+       home=("masks", "sdpa")),
+    _m("float-mask-ignored", ATTENTION, "your output matches additive (float) masks being ignored: only boolean "
+       "masks reach the scores; add a float mask to the scores (MultiHeadSelfAttention passes its merged mask "
+       "as a float mask).", Knobs(float_mask="ignored"), home=ATTENTION_CODE),
     # scaled dot-product attention
     _m("no-scale", ATTENTION, "your output matches attention without the 1/sqrt(d_k) scale: divide q k^T by "
-       "sqrt(d_k) before the softmax.", Knobs(scale="none")),
+       "sqrt(d_k) before the softmax.", Knobs(scale="none"), home=ATTENTION_CODE),
     _m("scale-by-dk", ATTENTION, "your output matches scores divided by d_k instead of sqrt(d_k).",
-       Knobs(scale="dk")),
+       Knobs(scale="dk"), home=ATTENTION_CODE),
     _m("scale-by-dv", ATTENTION, "your output matches a scale of sqrt(d_v), the size of v, instead of sqrt(d_k), "
-       "the size of q and k.", Knobs(scale="sqrt_dv")),
+       "the size of q and k.", Knobs(scale="sqrt_dv"), home=ATTENTION_CODE),
     _m("softmax-dim", ATTENTION, "your weights match a softmax over the queries: it runs over the keys "
-       "(dim=-1), so each query's weights sum to 1.", Knobs(softmax_dim=-2)),
+       "(dim=-1), so each query's weights sum to 1.", Knobs(softmax_dim=-2), home=ATTENTION_CODE),
     _m("mask-after-softmax", ATTENTION, "your weights match masking after the softmax (blocked weights zeroed, "
        "rows no longer summing to 1): add the mask to the scores before the softmax.",
-       Knobs(mask_mode="zero_after_softmax")),
+       Knobs(mask_mode="zero_after_softmax"), home=ATTENTION_CODE),
     _m("mask-sign", ATTENTION, "your output matches subtracting the additive mask: -inf must be added to the "
-       "scores.", Knobs(mask_mode="subtract")),
+       "scores.", Knobs(mask_mode="subtract"), Knobs(mask_mode="subtract_float"), home=ATTENTION_CODE),
     _m("fixed-transpose-dims", ATTENTION, "your attention only works for 4-D inputs: transpose the last two "
        "dimensions, k.transpose(-2, -1), whatever the number of leading dimensions.",
-       Knobs(transpose_last_two=False)),
+       Knobs(transpose_last_two=False), home=ATTENTION_CODE),
     # heads
     _m("split-no-transpose", ("heads",) + MODULES, "your heads match a reshape straight to (B, h, L, d_k): "
-       "reshape to (B, L, h, d_k), then transpose(1, 2).", Knobs(split="no_transpose")),
+       "reshape to (B, L, h, d_k), then transpose(1, 2).", Knobs(split="no_transpose"), home=HEADS_CODE),
     _m("merge-no-transpose", ("heads",) + MODULES, "your merge matches a reshape to (B, L, h*d_k) without "
-       "transposing back first: transpose(1, 2), then reshape.", Knobs(merge="no_transpose")),
+       "transposing back first: transpose(1, 2), then reshape.", Knobs(merge="no_transpose"), home=HEADS_CODE),
     _m("split-interleaved", ("heads",) + MODULES, "your heads take every h-th feature instead of a contiguous "
-       "block: head i holds features i*d_k:(i+1)*d_k.", Knobs(split="interleaved")),
+       "block: head i holds features i*d_k:(i+1)*d_k.", Knobs(split="interleaved"), home=HEADS_CODE),
     # MultiHeadSelfAttention
     _m("qkv-order", MODULES, "your output matches q and k swapped: the qkv projection's output is [q | k | v], "
        "the layout of nn.MultiheadAttention.in_proj_weight.", Knobs(qkv_order="kqv")),
     _m("qkv-per-head", MODULES, "your output matches a per-head [q | k | v] layout: the qkv output is "
        "[q | k | v], each d_model wide; split it into q, k, v first, then each into heads.",
        Knobs(qkv_order="per_head")),
+    _m("v-from-q", MODULES, "your output matches v taken from the q projection: v is the third d_model-wide "
+       "block of the qkv output, [q | k | v].", Knobs(value_from="q")),
     _m("missing-wo", MODULES, "your output matches attention without the output projection W^O (self.out).",
-       Knobs(output_projection=False)),
+       Knobs(output_projection="none")),
+    _m("wo-per-head", MODULES, "your output matches W^O applied to each head on its own (each head's output "
+       "projected only into its own d_k features): W^O mixes the heads, so apply self.out to the merged "
+       "(B, L, d_model) output.", Knobs(output_projection="per_head")),
     _m("hard-coded-heads", MODULES, "your module behaves as if num_heads were fixed: use the num_heads it was "
        "built with.", *(Knobs(heads_used=h) for h in (1, 2, 4, 8))),
     _m("ignores-key-padding", MODULES, "key_padding_mask has no effect in your forward: merge it into the mask.",
@@ -339,6 +371,13 @@ CATALOG = [
     # TransformerBlock
     _m("pre-post-swapped", ("block",), "your block matches norm_first read the other way round: norm_first=False "
        "is post-LN, x = norm(x + sublayer(x)).", Knobs(swap_norm_first=True)),
+    _m("norm-first-ignored", ("block",), "your block uses the same LayerNorm layout whatever norm_first says: "
+       "norm_first=False is post-LN, norm(x + sublayer(x)); norm_first=True is pre-LN, x + sublayer(norm(x)).",
+       Knobs(layout="post"), Knobs(layout="pre")),
+    _m("activation-ignored", ("block",), "your block matches one that uses ReLU whatever activation says: use "
+       "GELU (exact, F.gelu) when activation='gelu'.", Knobs(activation_used="relu")),
+    _m("block-drops-masks", ("block",), "your block's output matches self-attention called without the masks: "
+       "pass attn_mask and key_padding_mask on to self.attn.", Knobs(block_passes_masks=False)),
     _m("residual-from-normalized", ("block",), "your pre-LN residual adds the normalized input: the residual is x "
        "itself, x + sublayer(norm(x)).", *_residual_variants("normalized", ("pre",))),
     _m("missing-residual", ("block",), "your block matches one without a residual connection around a sublayer.",
@@ -352,39 +391,101 @@ CATALOG = [
     # behaviour a model cannot predict
     _m("in-place", ATTENTION + ("heads", "masks"), "an argument is modified in place, or an in-place operation "
        "breaks autograd: use x = x + y, masked_fill, x / s instead of x += y, masked_fill_, x /= s.",
-       check=_in_place),
+       check=_in_place, home=ANYWHERE),
     _m("unstable-softmax", ATTENTION, "large scores give inf or NaN: your softmax overflows; use torch.softmax, or "
-       "subtract each row's maximum before exp().", check=_unstable_softmax),
+       "subtract each row's maximum before exp().", check=_unstable_softmax, home=ATTENTION_CODE),
     _m("squeeze", ("heads",) + MODULES, "calls with a dimension of size 1 (B=1, L=1, h=1 or d_k=1) fail: a "
-       "squeeze() drops it.", check=_squeeze),
+       "squeeze() drops it.", check=_squeeze, home=ANYWHERE),
     _m("detached", ATTENTION, "the values are right but the gradients are not: part of the computation is cut "
-       "from autograd (.detach(), .data, torch.no_grad(), a tensor rebuilt from values).", check=_detached),
+       "from autograd (.detach(), .data, torch.no_grad(), a tensor rebuilt from values).", check=_detached,
+       home=ANYWHERE),
     _m("dropout-in-eval", ATTENTION, "dropout is applied in eval mode: apply it only when training.",
-       check=_dropout_in_eval),
+       check=_dropout_in_eval, home=ANYWHERE),
     _m("weights-before-dropout", ("sdpa", "mhsa"), "the weights you return are the ones before dropout, while "
-       "the output uses dropped ones: return the weights multiplied with v.", check=_weights_before_dropout),
-    _m("dropout-never", ATTENTION, "dropout is never applied in training mode.", check=_dropout_never),
+       "the output uses dropped ones: return the weights multiplied with v.", check=_weights_before_dropout,
+       home=ATTENTION_CODE),
+    _m("dropout-never", ATTENTION, "dropout is never applied in training mode.", check=_dropout_never,
+       home=ANYWHERE),
     _m("dropout-no-rescale", ATTENTION, "dropout zeroes values without scaling the kept ones by 1/(1-p): use "
-       "F.dropout, or divide by (1-p).", check=_dropout_no_rescale),
+       "F.dropout, or divide by (1-p).", check=_dropout_no_rescale, home=ANYWHERE),
     _m("dropout-misplaced", ("block",), "dropout is missing between the activation and ff2, where "
        "nn.TransformerEncoderLayer applies it.", check=_feed_forward_dropout_missing),
     _m("value-error", MODULES, "invalid arguments are accepted: raise ValueError when num_heads < 1 or does not "
-       "divide d_model, and for an activation other than 'relu' or 'gelu'.", check=_accepts_invalid),
+       "divide d_model, and for an activation other than 'relu' or 'gelu'.", check=_accepts_invalid,
+       home=MODULES),
+    _m("assert-not-value-error", MODULES, "invalid arguments raise AssertionError: the contract asks for "
+       "ValueError (raise ValueError(...); an assert is also skipped under python -O).", check=_asserts,
+       home=MODULES),
     _m("bias-ignored", ("mhsa",), "bias=False is ignored: build both projections with bias=bias.",
        check=_bias_ignored),
 ]
 IDS = {m.id for m in CATALOG}
 
+# The parts whose functions a part's code usually calls: a mistake seen there may be inherited.
+DEPENDS = {"sdpa": ("masks",), "heads": (), "masks": (), "mhsa": ("sdpa", "heads", "masks"),
+           "block": ("mhsa", "sdpa", "heads", "masks")}
 
-def recognise(session, part: str):
-    """The first misconception in the catalog that explains the part's behaviour, or None."""
-    for misconception in CATALOG:
-        if part not in misconception.parts:
-            continue
-        if misconception.check is not None:
-            found = misconception.check(session, part)
-        else:
-            found = any(behaves_like(session, part, knobs) for knobs in misconception.variants)
-        if found:
-            return misconception
-    return None
+
+class Evidence:
+    """What a submission's probes say about each misconception on each part, each question answered once."""
+
+    def __init__(self, session):
+        self.session, self._shows, self._correct = session, {}, {}
+
+    def shows(self, part, m) -> bool:
+        """The part behaves as the misconception predicts."""
+        if (part, m.id) not in self._shows:
+            if m.check is not None:
+                self._shows[part, m.id] = bool(m.check(self.session, part))
+            else:
+                self._shows[part, m.id] = any(behaves_like(self.session, part, knobs) for knobs in m.variants)
+        return self._shows[part, m.id]
+
+    def correct(self, part) -> bool:
+        if part not in self._correct:
+            self._correct[part] = _correct_on(self.session, part, PROBES[part])
+        return self._correct[part]
+
+    def explained(self, part, m) -> bool:
+        """Whatever the part gets wrong on its probes, the misconception predicts it."""
+        if self.correct(part):
+            return True
+        if part not in m.parts:
+            return False
+        if m.check is not None:
+            return self.shows(part, m)
+        return any(self._deviations_predicted(part, knobs) for knobs in m.variants)
+
+    def _deviations_predicted(self, part, knobs) -> bool:
+        for key, call in PROBES[part].items():
+            seen = self.session.observe(key, call)
+            if not (consistent(seen, predicted(key, call, CORRECT)) or consistent(seen, predicted(key, call, knobs))):
+                return False
+        return True
+
+
+def _evidence(evidence: Evidence, part: str, m: Misconception):
+    """How strongly the probes point to `m` for `part`: 2 when a part it calls shows the same mistake
+    (inherited), 1 when the part's own code can hold it and every part it calls is right or wrong only
+    as `m` predicts, 0 when the behaviour may come from elsewhere (a part it calls, wrong in another way)."""
+    if not evidence.shows(part, m):
+        return 0
+    calls = DEPENDS[part]
+    if not all(evidence.explained(d, m) for d in calls):
+        return 0
+    if any(d in m.parts and evidence.shows(d, m) for d in calls):
+        return 2
+    return 1 if part in m.home else 0
+
+
+def recognise(evidence: Evidence, part: str):
+    """The misconception the part's behaviour points to, or None when no known one or several do."""
+    scored = [(_evidence(evidence, part, m), m) for m in CATALOG if part in m.parts]
+    best = max((score for score, _ in scored), default=0)
+    named = [m for score, m in scored if score == best and best > 0]
+    # A model that reproduces every value is more specific than a check that sees one symptom (a
+    # float mask left in float32 also trips the float32 check): it wins, when it is the only one.
+    modelled = [m for m in named if m.variants]
+    if len(named) > 1 and len(modelled) == 1:
+        named = modelled
+    return named[0] if len(named) == 1 else None

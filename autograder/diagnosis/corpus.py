@@ -1,8 +1,8 @@
 """The corpus of known solutions (corpus/): buggy mutants of the reference, and valid variants.
 
-Mutants are not stored as files: corpus/mutants.toml lists one-place patches of reference/mhsa.py
-(or of a valid variant, for mistakes made in another style), applied here, so a change to the base
-file carries over and a patch that stops applying fails loudly.
+Mutants are not stored as files: the manifests (corpus/mutants*.toml) list one-place patches of
+reference/mhsa.py (or of a valid variant, for mistakes made in another style), applied here, so a
+change to the base file carries over and a patch that stops applying fails loudly.
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +12,9 @@ from autograder.paths import CORPUS, REFERENCE, REPO
 from autograder.rubric import PARTS
 
 MANIFEST = CORPUS / "mutants.toml"
+# Every manifest, in the order they were written: the first shaped the diagnosis catalog, the second
+# (other styles) tuned its extension, the third was kept out of the tuning (docs/hidden-tests.md).
+MANIFESTS = (MANIFEST, CORPUS / "mutants-styles.toml", CORPUS / "mutants-heldout.toml")
 
 
 class CorpusError(ValueError):
@@ -26,6 +29,7 @@ class Mutant:
     find: str
     replace: str
     base: str = "reference/mhsa.py"  # the file patched, relative to the repository
+    manifest: str = "mutants"         # the manifest's stem: which set the mutant belongs to
 
     def source(self) -> str:
         text = (REPO / self.base).read_text()
@@ -36,18 +40,48 @@ class Mutant:
         return text.replace(self.find, self.replace)
 
 
-def load_mutants(path: Path = MANIFEST) -> list:
-    entries = toml.loads(Path(path).read_text())["mutants"]
-    mutants = [Mutant(e["id"], e["misconception"], tuple(e["parts"]), e["find"], e["replace"],
-                      e.get("base", Mutant.base)) for e in entries]
+def load_mutants(paths=MANIFESTS) -> list:
+    """The mutants of the given manifests (a path or several; by default all of them)."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    mutants = []
+    for path in map(Path, paths):
+        entries = toml.loads(path.read_text())["mutants"]
+        mutants += [Mutant(e["id"], e["misconception"], tuple(e["parts"]), e["find"], e["replace"],
+                           e.get("base", Mutant.base), path.stem) for e in entries]
     ids = [m.id for m in mutants]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise CorpusError(f"{path}: duplicate mutant ids {', '.join(duplicates)}")
+        raise CorpusError(f"duplicate mutant ids {', '.join(duplicates)}")
     for m in mutants:
         if not m.parts or not set(m.parts) <= set(PARTS) or m.find == m.replace:
-            raise CorpusError(f"{path}: mutant {m.id} needs parts among {PARTS} and a patch that changes something")
+            raise CorpusError(f"{m.manifest}.toml: mutant {m.id} needs parts among {PARTS} and a patch that "
+                              "changes something")
     return mutants
+
+
+def graded_in_ci(mutants) -> list:
+    """The mutants CI grades with the full suites: the first manifest whole, and from the later ones
+    the first mutant of each (misconception, part where it lives) not seen before. Grading costs about
+    3 s a mutant; benchmarks/mutants.py grades them all."""
+    chosen, seen = [], set()
+    for m in mutants:
+        kind = (m.misconception, m.parts[0])
+        if m.manifest == MANIFEST.stem or kind not in seen:
+            chosen.append(m)
+        seen.add(kind)
+    return chosen
+
+
+def wrong_parts(mutant: Mutant, lost: dict) -> list:
+    """How the parts a mutant lost points in differ from its declaration (empty when they match)."""
+    problems = []
+    missed = sorted(set(mutant.parts) - set(lost))
+    if missed:
+        problems.append(f"{mutant.id} ({mutant.misconception}) should lose points in {missed} and does not")
+    extra = [f for part, failures in lost.items() if part not in mutant.parts for f in failures[:3]]
+    if extra:
+        problems.append(f"{mutant.id} loses points in undeclared parts: " + "; ".join(extra))
+    return problems
 
 
 def write_mutants(directory: Path, mutants=None) -> dict:
@@ -115,7 +149,7 @@ def _run_suites(path: Path, stop_after: set) -> dict:
 
     plugin = _PartFailures(stop_after)
     try:
-        run_pytest(path, ("public", "hidden"), "inprocess", plugin)
+        run_pytest(path, ("public", "hidden"), plugin)  # no --isolation: in-process
     except GradingError as err:
         raise CorpusError(str(err)) from None
     return plugin.failed

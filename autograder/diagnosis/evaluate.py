@@ -1,65 +1,69 @@
-"""How often the diagnosis names the right mistake, measured on the corpus.
+"""How often the diagnosis names the right mistake, and how often a wrong one, measured on the corpus.
 
     python -m autograder.diagnosis.evaluate
 
-For every mutant whose misconception the catalog knows ("covered"), the diagnosis runs on the parts
-the mutant declares; it is right when it names the mutant's misconception for its first declared
-part (where the bug lives). Mutants of the valid variants (other coding styles, written after the
-catalog) are counted apart too: they show how it does on code it was not shaped around. The valid
-solutions must get no diagnosis at all. Corpus code is trusted, so it runs in-process.
+Every mutant declares its misconception and the parts that lose points; the diagnosis runs on those
+parts, as grading runs it on the failed ones. A mutant is
+  right  when its misconception is named for its first declared part (where the bug lives),
+  wrong  when any declared part is given another misconception (a student would be misled),
+  silent otherwise (nothing named where the bug lives, nothing wrong anywhere).
+Figures are given per manifest (corpus/mutants*.toml: the set the catalog was written on, the set
+that tuned its extension, the held-out set) and per coding style. The valid solutions must get no
+diagnosis at all. Corpus code is trusted, so it runs in-process.
 """
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autograder.backends import InProcessBackend
 from autograder.diagnosis import identify
-from autograder.diagnosis.catalog import IDS
-from autograder.diagnosis.corpus import REFERENCE, Mutant, load_mutants, valid_variants, write_mutants
+from autograder.diagnosis.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
 from autograder.rubric import PARTS
+
+RIGHT, WRONG, SILENT = "right", "wrong", "silent"
+
+
+def verdict(mutant, named: dict) -> str:
+    """named: part -> misconception id, for the mutant's declared parts where one was named."""
+    if any(named.get(part, mutant.misconception) != mutant.misconception for part in mutant.parts):
+        return WRONG
+    return RIGHT if named.get(mutant.parts[0]) == mutant.misconception else SILENT
 
 
 @dataclass
 class Report:
-    right: list = field(default_factory=list)       # mutant ids named correctly
-    other_styles: list = field(default_factory=list)  # covered mutants not based on the reference
-    wrong: dict = field(default_factory=dict)       # mutant id -> what was named instead (or "nothing")
-    uncovered: list = field(default_factory=list)   # mutants whose misconception the catalog lacks
-    downstream: tuple = (0, 0)                      # (right, total) over the other declared parts
-    downstream_wrong: list = field(default_factory=list)  # "mutant/part -> named"
-    false_alarms: dict = field(default_factory=dict)  # valid file -> {part: misconception}
+    named: dict = field(default_factory=dict)     # mutant id -> {part: misconception id}
+    verdicts: dict = field(default_factory=dict)  # mutant id -> RIGHT | WRONG | SILENT
+    groups: dict = field(default_factory=dict)    # mutant id -> (manifest, style)
+    false_alarms: dict = field(default_factory=dict)  # valid file -> {part: misconception id}
 
-    @property
-    def accuracy(self) -> float:
-        covered = len(self.right) + len(self.wrong)
-        return len(self.right) / covered if covered else 0.0
+    def count(self, verdict_, ids=None) -> int:
+        return sum(1 for m, v in self.verdicts.items() if v == verdict_ and (ids is None or m in ids))
+
+    def rate(self, verdict_, ids=None) -> float:
+        total = len(self.verdicts) if ids is None else len(ids)
+        return self.count(verdict_, ids) / total if total else 0.0
+
+    def ids_where(self, position: int, value: str) -> set:
+        return {m for m, group in self.groups.items() if group[position] == value}
 
 
-def evaluate() -> Report:
-    report = Report()
-    mutants = load_mutants()
-    right_after, total_after = 0, 0
+def diagnose_mutants(mutants) -> dict:
+    """mutant id -> {declared part: misconception id named}, running each mutant in-process."""
     with tempfile.TemporaryDirectory() as folder:
         paths = write_mutants(folder, mutants)
-        for mutant in mutants:
-            if mutant.misconception not in IDS:
-                report.uncovered.append(mutant.id)
-                continue
-            if mutant.base != Mutant.base:
-                report.other_styles.append(mutant.id)
-            found = identify(InProcessBackend(paths[mutant.id]), list(mutant.parts))
-            named = {part: m.id for part, m in found.items()}
-            if named.get(mutant.parts[0]) == mutant.misconception:
-                report.right.append(mutant.id)
-            else:
-                report.wrong[mutant.id] = named.get(mutant.parts[0], "nothing")
-            for part in mutant.parts[1:]:
-                total_after += 1
-                if named.get(part) == mutant.misconception:
-                    right_after += 1
-                else:
-                    report.downstream_wrong.append(f"{mutant.id}/{part} -> {named.get(part, 'nothing')}")
-    report.downstream = (right_after, total_after)
+        return {m.id: {part: found.id for part, found in identify(InProcessBackend(paths[m.id]), list(m.parts)).items()}
+                for m in mutants}
+
+
+def evaluate(mutants=None) -> Report:
+    mutants = load_mutants() if mutants is None else mutants
+    report = Report(named=diagnose_mutants(mutants))
+    for m in mutants:
+        report.verdicts[m.id] = verdict(m, report.named[m.id])
+        report.groups[m.id] = (m.manifest, Path(m.base).stem)
     code_parts = [p for p in PARTS if p not in ("timing", "knowledge")]
     for path in [REFERENCE, *valid_variants()]:
         found = identify(InProcessBackend(path), code_parts)
@@ -68,25 +72,28 @@ def evaluate() -> Report:
     return report
 
 
+def _line(report, label, ids=None) -> str:
+    total = len(report.verdicts) if ids is None else len(ids)
+    return (f"{label:<28} {total:>4} mutants: right {report.count(RIGHT, ids):>3} ({report.rate(RIGHT, ids):.0%}), "
+            f"wrong {report.count(WRONG, ids):>2}, silent {report.count(SILENT, ids):>3}")
+
+
 def main() -> int:
-    report = evaluate()
-    covered = len(report.right) + len(report.wrong)
-    print(f"mutants covered by the catalog: {covered} of {covered + len(report.uncovered)}")
-    print(f"right misconception named (first declared part): {len(report.right)} of {covered} "
-          f"= {report.accuracy:.0%}")
-    styled = [m for m in report.other_styles if m in report.right]
-    print(f"  of which mutants of the valid variants (other styles): {len(styled)} of {len(report.other_styles)}")
-    print(f"right misconception named in the other declared parts: {report.downstream[0]} of {report.downstream[1]}")
-    for mutant, named in sorted(report.wrong.items()):
-        print(f"  wrong: {mutant} -> {named}")
-    for line in report.downstream_wrong:
-        print(f"  other part: {line}")
-    for mutant in report.uncovered:
-        print(f"  not covered: {mutant}")
+    mutants = load_mutants()
+    report = evaluate(mutants)
+    print(_line(report, "all"))
+    for position, title in ((0, "manifest"), (1, "style")):
+        for value in sorted(Counter(g[position] for g in report.groups.values())):
+            print(_line(report, f"  {title} {value}", report.ids_where(position, value)))
+    by_id = {m.id: m for m in mutants}
+    for mutant_id, v in report.verdicts.items():
+        if v != RIGHT:
+            m = by_id[mutant_id]
+            print(f"  {v}: {mutant_id} ({m.misconception}) -> {report.named[mutant_id] or 'nothing'}")
     print(f"valid solutions diagnosed with a mistake: {len(report.false_alarms)}")
     for name, found in report.false_alarms.items():
         print(f"  false alarm: {name} -> {found}")
-    return 0 if report.accuracy >= 0.8 and not report.false_alarms else 1
+    return 0 if report.count(WRONG) == 0 and report.rate(RIGHT) >= 0.95 and not report.false_alarms else 1
 
 
 if __name__ == "__main__":

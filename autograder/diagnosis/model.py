@@ -19,8 +19,9 @@ class Knobs:
     # scaled dot-product attention
     scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv
     softmax_dim: int = -1
-    mask_mode: str = "add"        # add | subtract | zero_after_softmax
+    mask_mode: str = "add"        # add | subtract | subtract_float (bool masks applied right) | zero_after_softmax
     transpose_last_two: bool = True  # False: k.transpose(2, 3), 4-D only
+    float_mask: str = "added"     # added | ignored (only bool masks reach the scores)
     # masks
     bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
     blocked_value: float = float("-inf")
@@ -30,18 +31,23 @@ class Knobs:
     max_len: bool = True
     padding_axis: str = "keys"    # keys | queries
     merge_keeps_attn_mask: bool = True
+    bool_helper: bool = False     # causal_mask and merge_masks built from bool masks by to_additive_mask
     # heads
     split: str = "heads"          # heads | no_transpose | interleaved
     merge: str = "heads"          # heads | no_transpose
     # MultiHeadSelfAttention
     qkv_order: str = "qkv"        # qkv | kqv | per_head
-    output_projection: bool = True
+    value_from: str = "v"         # v | q: the third projection replaced by the first
+    output_projection: str = "full"  # full | none | per_head (each head's own block of W^O only)
     heads_used: int = 0           # 0: num_heads; else a hard-coded count
     uses_key_padding: bool = True
     uses_attn_mask: bool = True
     average_weights: bool = False
     # TransformerBlock
     swap_norm_first: bool = False
+    layout: str = ""              # "": as norm_first says; "post" or "pre": that layout whatever it says
+    activation_used: str = ""     # "": as activation says; "relu": relu whatever it says
+    block_passes_masks: bool = True
     attn_residual: str = "input"  # input | normalized | none: what is added back around self-attention
     ff_residual: str = "input"    # the same around the feed-forward network
     residual_in: str = "post+pre"  # the layouts (norm_first False: post, True: pre) with that residual
@@ -79,11 +85,15 @@ class _Model:
         scale = {"sqrt_dk": math.sqrt(q.shape[-1]), "none": 1.0, "dk": float(q.shape[-1]),
                  "sqrt_dv": math.sqrt(v.shape[-1])}[self.k.scale]
         scores = q @ keys / scale
+        if attn_mask is not None and attn_mask.dtype != torch.bool and self.k.float_mask == "ignored":
+            attn_mask = None
+        subtracted = self.k.mask_mode == "subtract" or (
+            self.k.mask_mode == "subtract_float" and attn_mask is not None and attn_mask.dtype != torch.bool)
         mask = self.to_additive_mask(attn_mask, scores.dtype)
-        if mask is not None and self.k.mask_mode == "add":
-            scores = scores + mask
-        elif mask is not None and self.k.mask_mode == "subtract":
+        if mask is not None and subtracted:
             scores = scores - mask
+        elif mask is not None and self.k.mask_mode != "zero_after_softmax":
+            scores = scores + mask
         weights = torch.softmax(scores, dim=self.k.softmax_dim)
         if mask is not None and self.k.mask_mode == "zero_after_softmax":
             weights = weights * (mask == 0)
@@ -107,6 +117,8 @@ class _Model:
         i = torch.arange(seq_len)
         blocked = {"future": i[None, :] > i[:, None], "future_and_diagonal": i[None, :] >= i[:, None],
                    "past": i[None, :] < i[:, None]}[self.k.causal]
+        if self.k.bool_helper:
+            return self.to_additive_mask(blocked, dtype)
         return torch.zeros(seq_len, seq_len, dtype=dtype, device=device).masked_fill(blocked, float("-inf"))
 
     def padding_mask(self, lengths, max_len=None):
@@ -117,6 +129,12 @@ class _Model:
         return {">=": pos >= n, ">": pos > n, "<": pos < n}[self.k.padding]
 
     def merge_masks(self, attn_mask, key_padding_mask, dtype=torch.float32):
+        if self.k.bool_helper:  # the union of the blocked positions, made additive once
+            def blocked(m):
+                return m if m.dtype == torch.bool else torch.isneginf(m)
+            union = [blocked(attn_mask)] if attn_mask is not None else []
+            union += [blocked(key_padding_mask)[:, None, None, :]] if key_padding_mask is not None else []
+            return self.to_additive_mask(union[0] | union[-1], dtype) if union else None
         merged = self.to_additive_mask(attn_mask, dtype)
         if key_padding_mask is None:
             return merged
@@ -139,13 +157,19 @@ class _Model:
             q, k, v = qkv.chunk(3, dim=-1)
             if self.k.qkv_order == "kqv":
                 q, k = k, q
+            if self.k.value_from == "q":
+                v = q
             q, k, v = (self.split_heads(t, h_used) for t in (q, k, v))
         mask = self.merge_masks(attn_mask if self.k.uses_attn_mask else None,
                                 key_padding_mask if self.k.uses_key_padding else None, dtype=x.dtype)
         y, weights = self.scaled_dot_product_attention(q, k, v, mask)
         y = self.merge_heads(y)
-        if self.k.output_projection:
-            y = F.linear(y, p[f"{prefix}out.weight"], p.get(f"{prefix}out.bias"))
+        if self.k.output_projection != "none":
+            weight = p[f"{prefix}out.weight"]
+            if self.k.output_projection == "per_head":
+                head = torch.arange(d) // (d // h_used)
+                weight = weight * (head[:, None] == head[None, :])
+            y = F.linear(y, weight, p.get(f"{prefix}out.bias"))
         if not need_weights:
             return y
         return y, weights.mean(dim=1) if self.k.average_weights else weights
@@ -155,9 +179,12 @@ class _Model:
         activation = init.get("activation", "relu")
         if activation not in ("relu", "gelu"):
             raise ValueError(activation)
+        activation = self.k.activation_used or activation
         approximate = "tanh" if self.k.gelu == "tanh" else "none"
         act = F.relu if activation == "relu" else (lambda t: F.gelu(t, approximate=approximate))
         norm_first = bool(init.get("norm_first", False)) != self.k.swap_norm_first
+        if self.k.layout:
+            norm_first = self.k.layout == "pre"
         d = init["d_model"]
 
         def norm(name, t):
@@ -166,6 +193,8 @@ class _Model:
             return F.layer_norm(t, (d,), p[f"{name}.weight"], p[f"{name}.bias"], eps)
 
         def attend(t):
+            if not self.k.block_passes_masks:
+                return self.mhsa(p, "attn.", init, t)
             return self.mhsa(p, "attn.", init, t, attn_mask, key_padding_mask)
 
         def feed_forward(t):
