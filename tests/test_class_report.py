@@ -243,6 +243,18 @@ def test_nbgrader_export_gives_totals_only_and_blank_for_no_submission(tmp_path)
     assert "grace: no grade (no submission): left blank, not 0" in run.stdout
 
 
+def test_inputs_that_are_not_results_are_refused_with_the_reason(tmp_path):
+    (tmp_path / "grades.csv").write_text("submission,score,max_score\nalice,90,95\n")
+    run = report(tmp_path / "grades.csv", "--out", tmp_path / "out")
+    assert run.returncode == 2 and "give its results folder, not grades.csv" in run.stdout
+    run = report(tmp_path / "nothing-here")
+    assert run.returncode == 2 and "expected a batch's results folder" in run.stdout
+    (tmp_path / "empty").mkdir()
+    run = report(tmp_path / "empty")
+    assert run.returncode == 2 and "no results files" in run.stdout
+    assert not (tmp_path / "out").exists()
+
+
 def test_forbidden_list_from_the_grader_is_preferred_to_the_notes():
     data = json.loads((DATA / "reference_copy.json").read_text())
     data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]

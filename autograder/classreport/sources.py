@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import batch, notebook, submission
+from autograder import notebook, submission
 
 BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
 KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
@@ -29,7 +29,7 @@ class Record:
     name: str
     score: float | None
     max_score: float | None
-    status: str = "graded"                    # or batch.FAILURES; "no submission" (nbgrader)
+    status: str = "graded"                    # or timeout, crashed, error; "no submission" (nbgrader)
     isolation: str = ""
     parts: dict = field(default_factory=dict)  # part -> {score, max_score, graded, notes, diagnosis}
     tests: list = field(default_factory=list)
@@ -143,7 +143,8 @@ def _nbgrader(path: Path) -> list:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows or not NBGRADER_COLUMNS <= set(rows[0]):
-        raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed)")
+        raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed); "
+                         "for a batch, give its results folder, not grades.csv")
     assignments = {row.get("assignment") for row in rows}
     if len(assignments) > 1:  # the export holds the whole course: this assignment's rows only
         rows = [row for row in rows if row.get("assignment") == notebook.ASSIGNMENT]
@@ -169,6 +170,8 @@ def _number(value) -> float | None:
 def submission_sources(folder: Path) -> tuple:
     """({submission name: the mhsa.py that is graded}, [what could not be read]) for a batch's input
     folder, with the batch's own names and the grader's own reading of .py files, folders and notebooks."""
+    from autograder import batch  # imports the grading engine (and torch): only when code is compared
+
     sources, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
         for sub in batch.discover(Path(folder)):
