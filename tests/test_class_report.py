@@ -255,6 +255,19 @@ def test_inputs_that_are_not_results_are_refused_with_the_reason(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_forbidden_apis_in_a_real_grade_are_listed(tmp_path):
+    """tests/data/class_report_current: the grader's results for examples/adversarial's forbidden_getattr
+    (the library's attention fetched by a computed getattr), as `grade --batch` wrote them."""
+    run = report(DATA.parent / "class_report_current", "--out", tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = read_csv(tmp_path / "report-integrity.csv")[1:]
+    found = [detail for student, kind, detail in rows if (student, kind) == ("forbidden_getattr", "forbidden API")]
+    assert any(d.startswith("line 166: calls getattr with a computed name") for d in found)  # the static scan
+    assert any(d.startswith("scaled_dot_product_attention used torch function scaled_dot_product_attention")
+               for d in found)  # the runtime check
+    assert len(found) == len(set(found))
+
+
 def test_forbidden_list_from_the_grader_is_preferred_to_the_notes():
     data = json.loads((DATA / "reference_copy.json").read_text())
     data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]
