@@ -34,15 +34,17 @@ class GradingContext:
     hidden: tuple = ()
     extras: bool = True
     timing_device: str = "auto"
+    days_late: float = 0.0   # after the due date, for the rubric's late policy
+    notes: tuple = ()        # for instructors: settings the machine made the context change
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mhsa-grade-")))
     _backend: object = field(default=None, repr=False)
 
     @classmethod
     def create(cls, path, *, rubric=None, suites=SUITES, isolation="auto", hide=(), extras=True,
-               timing_device=None, call_timeout=None) -> "GradingContext":
+               timing_device=None, call_timeout=None, days_late=0.0) -> "GradingContext":
         """The context for grading `path`; `isolation` is a level name ("inprocess", "auto",
         "process", "sandbox") or an Isolation; `hide` adds paths the submission must not read."""
-        rubric = rubric or rubric_file.load()
+        rubric, fitted = fitted_to_container(rubric or rubric_file.load())
         if call_timeout:
             rubric = replace(rubric, limits=replace(rubric.limits, call_timeout=float(call_timeout)))
         if isinstance(isolation, str):
@@ -54,7 +56,8 @@ class GradingContext:
         device = timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else "auto")
         if device not in TIMING_DEVICES:
             raise ValueError(f"timing device must be one of {', '.join(TIMING_DEVICES)}; got {device!r}")
-        return cls(path, rubric, isolation, tuple(suites), hidden, extras, device)
+        return cls(path, rubric, isolation, tuple(suites), hidden, extras, device, float(days_late),
+                   notes=(fitted,) if fitted else ())
 
     @property
     def isolation_level(self) -> str:
@@ -75,3 +78,45 @@ class GradingContext:
         if self._backend is not None:
             self._backend.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+GRADER_RESERVE_MB = 1536  # the grading process itself: torch, pytest and the expected values
+
+
+def fitted_to_container(rubric) -> tuple:
+    """(the rubric, a note or None): the worker's memory limit lowered below this machine's cgroup
+    memory limit (a Gradescope container, a Slurm job). A worker that outgrows its own limit fails
+    its own calls; one that outgrows the container meets the kernel's OOM killer, which may take the
+    grader, and the results file, with it."""
+    available = container_memory_mb()
+    if available is None or rubric.limits.memory_mb <= available - GRADER_RESERVE_MB:
+        return rubric, None
+    memory_mb = max(512, available - GRADER_RESERVE_MB)
+    note = (f"worker memory limited to {memory_mb} MiB (the rubric says {rubric.limits.memory_mb}) to fit this "
+            f"container's {available} MiB")
+    return replace(rubric, limits=replace(rubric.limits, memory_mb=memory_mb)), note
+
+
+def container_memory_mb() -> int | None:
+    """This process's cgroup memory limit in MiB (cgroup v2 or v1), or None when there is none."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":
+            candidates = [Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.max"]
+        elif "memory" in controllers.split(","):
+            candidates = [Path("/sys/fs/cgroup/memory") / group.lstrip("/") / "memory.limit_in_bytes"]
+        else:
+            continue
+        for path in candidates:
+            try:
+                value = path.read_text().strip()
+            except OSError:
+                continue
+            if value.isdigit() and int(value) < 1 << 50:  # "max", or the v1 stand-in for none
+                limits.append(int(value) >> 20)
+    return min(limits) if limits else None

@@ -6,11 +6,13 @@ then, for each submission, run_autograder with the student's files in /autograde
 reads /autograder/results/results.json. The environment variable AUTOGRADER_ROOT replaces /autograder,
 so that tests can lay the same folders out anywhere.
 """
+import json
 import os
 import stat
 import sys
 import time
 import zipfile
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,7 +44,16 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
 fi
 python3 -m venv /autograder/venv
 /autograder/venv/bin/python -m pip install -q --upgrade pip
+# Gradescope's containers have no GPU: PyTorch's CPU-only wheel (about 0.2 GB) instead of the
+# default Linux build, which pulls several GB of CUDA libraries. The pinned version matches its
+# "+cpu" build; the second install then finds torch already there.
+/autograder/venv/bin/python -m pip install -q --index-url https://download.pytorch.org/whl/cpu \
+    "$(grep -E '^torch==' requirements.txt)"
 /autograder/venv/bin/python -m pip install -q -r requirements.txt
+# Without bubblewrap the worker drops root for `nobody`; file permissions then keep the reference,
+# the hidden tests and the rubric from it.
+id nobody >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin nobody
+chmod -R go-rwx reference tests_hidden rubric.toml
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -104,6 +115,18 @@ def find_submission(folder: Path) -> Path:
     return folder
 
 
+def days_late(metadata: Path) -> float:
+    """Days between the assignment's due date and this submission, from Gradescope's
+    submission_metadata.json (0 when on time, or when the file or a date is missing)."""
+    try:
+        data = json.loads(metadata.read_text())
+        submitted = datetime.fromisoformat(data["created_at"])
+        due = datetime.fromisoformat(data["assignment"]["due_date"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+    return max(0.0, (submitted - due).total_seconds() / 86400)
+
+
 def grade_root(root: Path) -> str:
     """Grade root/submission into root/results/results.json, in a child process within the rubric's
     whole-submission limit, exactly as a batch grades each submission; never raises. Returns the
@@ -114,7 +137,8 @@ def grade_root(root: Path) -> str:
     target = root / "results" / "results.json"
     rubric = rubric_file.load()
     found = find_submission(root / "submission")
-    options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None)
+    options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None,
+                              days_late=days_late(root / "submission_metadata.json"))
     child_args = batch.child_options(options, hide=[root / "results", root / "submission"])
     max_units = grading.planned_max_units(rubric)
     return batch.grade_in_child(batch.Submission(found.name, found), target, child_args,

@@ -2,6 +2,7 @@
 and returning the next grade (the way nbgrader composes preprocessors).
 
     load_submission -> static_scan -> run_suites -> score -> diagnose -> grade_knowledge -> grade_timing
+    -> apply_late_penalty
 
 then autograder/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -10,6 +11,7 @@ diagnosis share.
 """
 import contextlib
 import io
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +41,7 @@ class Grade:
     tests: tuple = ()                       # TestResult, scored once the score stage ran
     parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
     rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
+    adjustments: tuple = ()                 # rows that change the total, not a part: a late penalty
     notes: tuple = ()                       # for instructors: what the grader could not do
     output: str = ""                        # what the submission printed (capped)
     execution_time: float = 0.0
@@ -46,7 +49,7 @@ class Grade:
 
     @property
     def units(self) -> int:
-        return scoring.total_units(self.parts)[0]
+        return max(0, scoring.total_units(self.parts)[0] + sum(r.units for r in self.adjustments))
 
     @property
     def max_units(self) -> int:
@@ -168,6 +171,22 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
                                 notes=(result["output"],) if not graded else ()))
 
 
+def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
+    """The rubric's late policy ([results] late_penalty_per_day, late_days_max) as one row with
+    negative points, so that the rows still add up to the total; part scores stay as earned."""
+    policy = ctx.rubric.results
+    days = math.ceil(ctx.days_late) if ctx.days_late > 0 else 0
+    if not days or not (policy.late_penalty_per_day or policy.late_days_max):
+        return grade
+    earned = scoring.total_units(grade.parts)[0]
+    too_late = policy.late_days_max and days > policy.late_days_max
+    share = 1.0 if too_late else min(1.0, policy.late_penalty_per_day * days)
+    why = (f"{days} day(s) late, past the {policy.late_days_max}-day limit: the score is 0" if too_late else
+           f"{days} day(s) late at {policy.late_penalty_per_day:.0%} a day: {share:.0%} of the score taken")
+    row = Row("late penalty", "late", "failed", -round(earned * share), 0, why)
+    return replace(grade, adjustments=(*grade.adjustments, row))
+
+
 def _timed_device(ctx: GradingContext) -> str:
     return {"auto": "CUDA when available", "cuda": "CUDA", "cpu": "CPU"}[ctx.timing_device]
 
@@ -176,13 +195,14 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, run_suites, score, diagnose, grade_knowledge, grade_timing)
+STAGES = (load_submission, static_scan, run_suites, score, diagnose, grade_knowledge, grade_timing,
+          apply_late_penalty)
 
 
 def run(ctx: GradingContext, stages=STAGES) -> Grade:
     """Every stage in order; the context's worker and folder are gone when this returns."""
     started = time.monotonic()
-    grade = Grade(Path(ctx.path).name.removesuffix(".py"), ctx.isolation_level, ctx.suites)
+    grade = Grade(Path(ctx.path).name.removesuffix(".py"), ctx.isolation_level, ctx.suites, notes=ctx.notes)
     try:
         for stage in stages:
             grade = stage(ctx, grade)

@@ -56,30 +56,47 @@ def test_name(test) -> str:
 
 
 def rows(grade: Grade, rubric) -> list:
-    """The rows of results.json: one per test, then the knowledge and timing rows."""
+    """The rows of results.json: one per test, the knowledge and timing rows, adjustments (a late
+    penalty), then one summary row per part (no points of their own: the rows with points add up to
+    the total). Hidden-test rows, and the part rows that reveal them, take the rubric's visibility."""
+    shown = rubric.results
+    md = shown.output_format == "md"
     out = []
     for t in grade.tests:
         out.append({"name": test_name(t), "score": points(t.units), "max_score": points(t.max_units),
                     "status": "passed" if t.passed else "failed",
-                    "output": test_output(t, rubric, _diagnosis(grade, t)),
-                    "visibility": "visible", "tags": [t.part, t.suite]})
-    for r in grade.rows:
+                    "output": _format(test_output(t, rubric, _diagnosis(grade, t)), md),
+                    "visibility": shown.hidden_visibility if t.suite == "hidden" else "visible",
+                    "tags": [t.part, t.suite]})
+    for r in (*grade.rows, *grade.adjustments):
         row = {"name": r.name, "score": points(r.units), "max_score": points(r.max_units),
-               "output": printable(r.output), "visibility": "visible", "tags": [r.part]}
+               "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
         if r.status in ("passed", "failed"):
             row["status"] = r.status
         else:  # Gradescope knows no "skipped": no status, and nothing that counts as lost
             row["output"] = f"Not graded: {row['output']}"
         out.append(row)
+    if shown.part_rows:
+        for p in grade.parts.values():
+            has_hidden = any(t.part == p.name and t.suite == "hidden" for t in grade.tests)
+            text = "\n".join([f"{_state(p)}", *(printable(n) for n in p.notes),
+                              *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
+            out.append({"name": f"part {p.name}: {p.title}", "output": _format(text, md),
+                        "visibility": shown.hidden_visibility if has_hidden else "visible", "tags": [p.name, "part"]})
     return out
+
+
+def _format(text: str, md: bool) -> str:
+    """Messages hold code and values (q k^T, a*b): in Markdown they go in a code block as they are."""
+    return f"```text\n{text}\n```" if md and text else text
 
 
 def to_gradescope(grade: Grade, rubric) -> dict:
     """results.json in Gradescope's format; extra_data carries what instructors and tools need."""
-    return {
+    data = {
         "score": points(grade.units),
         "execution_time": grade.execution_time,
-        "output": summary_text(grade),
+        "output": _format(summary_text(grade, rubric), rubric.results.output_format == "md"),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": rows(grade, rubric) if grade.status == "graded" else [],
@@ -89,12 +106,16 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
                              "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
                       for name, p in grade.parts.items()},
+            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output} for r in grade.adjustments],
             "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
             "printed_output": printable(grade.output[-TEXT_CAP:]),
         },
     }
+    if rubric.results.output_format == "md":
+        data["output_format"] = data["test_output_format"] = "md"
+    return data
 
 
 def _state(p) -> str:
@@ -113,12 +134,18 @@ def _part_lines(grade: Grade) -> list:
     return lines
 
 
-def summary_text(grade: Grade) -> str:
-    """The top-level text of results.json: the score, each part, instructor notes, or why no grade."""
+def summary_text(grade: Grade, rubric) -> str:
+    """The top-level text of results.json: the score, each part, instructor notes, or why no grade.
+    While hidden rows are not visible, the parts (which reveal them) are left to their rows."""
     head = f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"
     if grade.status != "graded":
         return f"{head}\n{printable(grade.message)}"
+    if rubric.results.hidden_visibility != "visible":
+        public = [t for t in grade.tests if t.suite == "public"]
+        return (f"{head}\nPublic tests passed: {sum(t.passed for t in public)} of {len(public)}. "
+                f"Hidden tests and per-part results: shown {rubric.results.hidden_visibility.replace('_', ' ')}.")
     lines = [head, f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
+    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
     lines += [f"  Note: {printable(n)}" for n in grade.notes]
     return "\n".join(lines)
 
@@ -130,6 +157,7 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     if grade.status != "graded":
         return "\n".join([*lines, printable(grade.message)])
     lines += ["", f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
+    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
     lines += [f"  Note: {printable(n)}" for n in grade.notes]
     if failures:
         for t in (t for t in grade.tests if not t.passed):

@@ -7,6 +7,8 @@ from autograder.paths import REPO, RUBRIC_FILE
 PART_KEYS = ("title", "points", "functions", "require_cuda", "device")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's
+OUTPUT_FORMATS = ("text", "md")
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,24 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Results:
+    """How results are shown ([results] in the rubric): Gradescope's visibility of hidden-test rows,
+    one summary row per part, the text format, and a late penalty."""
+    hidden_visibility: str = "visible"
+    part_rows: bool = True
+    output_format: str = "text"
+    late_penalty_per_day: float = 0.0   # share of the score taken per day (or part of one) late
+    late_days_max: int = 0              # later than this many days scores 0; 0: no limit
+
+
+@dataclass(frozen=True)
 class Rubric:
     parts: dict
     suite_weights: dict
     limits: Limits
     submission_timeout: float
     hidden: tuple
+    results: Results = Results()
 
     def part_of(self, function: str) -> list:
         return [p.name for p in self.parts.values() if function in p.functions]
@@ -65,4 +79,18 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
                     memory_mb=int(lim.get("memory_mb", 6144)), cpu_seconds=int(lim.get("cpu_s", 600)),
                     output_bytes=int(lim.get("output_kb", 64)) * 1024)
     hidden = tuple(REPO / p for p in data.get("isolation", {}).get("hidden", ()))
-    return Rubric(parts, weights, limits, float(lim.get("submission_timeout_s", 300)), hidden)
+    return Rubric(parts, weights, limits, float(lim.get("submission_timeout_s", 300)), hidden,
+                  _results(data.get("results", {}), path))
+
+
+def _results(table: dict, path) -> Results:
+    shown = Results(str(table.get("hidden_visibility", "visible")), bool(table.get("part_rows", True)),
+                    str(table.get("output_format", "text")), float(table.get("late_penalty_per_day", 0.0)),
+                    int(table.get("late_days_max", 0)))
+    if shown.hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"{path}: [results] hidden_visibility must be one of {', '.join(VISIBILITIES)}")
+    if shown.output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"{path}: [results] output_format must be one of {', '.join(OUTPUT_FORMATS)}")
+    if not 0 <= shown.late_penalty_per_day <= 1:
+        raise ValueError(f"{path}: [results] late_penalty_per_day is a share of the score, from 0 to 1")
+    return shown
