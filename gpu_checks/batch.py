@@ -34,6 +34,7 @@ TIMING_FIELDS = {"submission": str, "status": str, "score": (int, float), "max_s
 STATUSES = ("passed", "failed", "skipped")
 TIMING_TAG = "timing"  # the rubric part, and the tag of its row in results.json
 POINT_DIGITS = 4  # results.json scores are multiples of 1e-4 points
+DEVICE_NAMES = {"cuda": "CUDA", "cpu": "CPU", None: "not timed"}  # as `grade` names its timing row
 
 
 def load_timing(path: Path) -> dict | None:
@@ -43,7 +44,7 @@ def load_timing(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     ok = (isinstance(data, dict) and all(isinstance(data.get(k), t) for k, t in TIMING_FIELDS.items())
-          and data["status"] in STATUSES)
+          and data["status"] in STATUSES and data["device"] in DEVICE_NAMES)
     return data if ok else None
 
 
@@ -127,7 +128,7 @@ def with_timing(data: dict, timing: dict) -> dict:
     """results.json with its timing row and part replaced by `timing`'s; a pure function, so merging
     the same timing twice gives the same file."""
     graded = timing["status"] != "skipped"
-    row = {"name": f"timing: speed against the reference ({timing['device'] or 'not timed'})",
+    row = {"name": f"timing: speed against the reference ({DEVICE_NAMES[timing['device']]})",
            "score": float(timing["score"]), "max_score": float(timing["max_score"]) if graded else 0.0,
            "output": timing["output"] if graded else f"Not graded: {timing['output']}",
            "visibility": "visible", "tags": [TIMING_TAG]}

@@ -6,8 +6,9 @@ adversarial submission; pass counts, median ratios with their intervals, seconds
 
 Each run is a full session as grading runs it (`grade_timing`'s path: fresh workers under the chosen
 isolation, a fresh random seed, the rubric's settings for the device, cases after a first failure not
-run). Progress goes to stdout and the raw figures to OUT with the suffix .json after every session, so
-an interrupted study keeps what it measured. Exit status 1 when an expectation is not met.
+run). Progress goes to stdout, and after every session the figures to OUT.json and the table to OUT.md,
+so an interrupted study keeps what it measured (`--render` rewrites OUT.md from OUT.json). Exit
+status 1 when an expectation is not met.
 gpu_checks/validate_gpu.py runs the CUDA counterpart and shares the table and the suggested rubric lines.
 """
 import argparse
@@ -51,23 +52,25 @@ class Study:
         self.items = {}  # name -> {"expected", "runs": [record]}
 
     def run(self, name: str, path: Path, seed: int | None = None, baseline: bool = False):
-        """One whole session; its record, also kept under the submission's name."""
+        """One whole session; the session (None after a grader error), also recorded under `name`."""
         t0 = time.monotonic()
         try:
             session = time_submission(path, self.rubric, self.isolation, self.device, seed, baseline=baseline,
                                       stop_at_first_failure=not baseline)
-            record = {"status": "passed" if session.passed else "failed", "seed": session.seed,
-                      "cases": {c.case.name: _case(c) for c in session.cases}, "failure": session.failure}
         except TimingSetupError as err:
-            session, record = None, {"status": "grader error", "error": str(err), "cases": {}}
-        record["seconds"] = round(time.monotonic() - t0, 2)
+            self.keep(name, {"status": "grader error", "error": str(err), "cases": {}}, t0)
+            return None
+        self.keep(name, record(session.cases, session.seed, session.failure), t0)
+        return session
+
+    def keep(self, name: str, run: dict, started: float) -> None:
+        run["seconds"] = round(time.monotonic() - started, 2)
         item = self.items.setdefault(name, {"expected": expected(name), "runs": []})
-        item["runs"].append(record)
-        worst = worst_case(record)
-        self.log(f"[{time.monotonic() - self.start:6.0f} s] {name} run {len(item['runs'])}: {record['status']} "
+        item["runs"].append(run)
+        worst = worst_case(run)
+        self.log(f"[{time.monotonic() - self.start:6.0f} s] {name} run {len(item['runs'])}: {run['status']} "
                  f"(expected {item['expected']}; worst ratio {worst[1] if worst else '-'} in {worst[0] if worst else '-'};"
-                 f" {record['seconds']} s)", flush=True)
-        return session, record
+                 f" {run['seconds']} s)", flush=True)
 
     def all_met(self) -> bool:
         return all(r["status"] == i["expected"] for i in self.items.values() for r in i["runs"])
@@ -77,6 +80,13 @@ class Study:
                 "device": self.device, "machine": machine(self.device), "torch": torch.__version__,
                 "isolation": self.isolation.level, "elapsed_s": round(time.monotonic() - self.start),
                 "all_expectations_met": self.all_met(), "items": self.items}
+
+
+def record(case_results: list, seed: int, failure: str | None = None) -> dict:
+    """One run as data: its verdict and, per case, the decision's figures."""
+    passed = failure is None and all(c.status == "passed" for c in case_results)
+    return {"status": "passed" if passed else "failed", "seed": seed, "failure": failure,
+            "cases": {c.case.name: _case(c) for c in case_results}}
 
 
 def _case(result) -> dict:
@@ -132,16 +142,25 @@ def table(items: dict) -> list:
 
 
 def per_config(items: dict, settings) -> dict:
-    """config -> (slowest median ratio of any expected-to-pass run, fastest of any bad_ run), timed cases only."""
+    """config -> (slowest case median of any run expected to pass, the fastest of the bad_ runs this
+    config catches), timed cases only. A run counts by its slowest case in the config (one failing
+    case fails it); a bad variant counts only where its typical run is slower than every good run
+    (a loop over heads is meant to be caught by the launch-bound config, not by every config)."""
     found = {}
     for config in settings.configs:
-        def medians(select):
-            return [c["median"] for name, item in items.items() if select(name, item) for r in item["runs"]
-                    for c in r["cases"].values() if c["config"] == config.name and c["median"] is not None]
+        def slowest(run):
+            medians = [c["median"] for c in run["cases"].values() if c["config"] == config.name and c["median"]]
+            return max(medians, default=None)
 
-        good = medians(lambda name, item: item["expected"] == "passed")
-        bad = medians(lambda name, item: name.startswith("bad_"))
-        found[config.name] = (max(good, default=None), min(bad, default=None))
+        def runs(select):
+            return {name: [m for r in item["runs"] if (m := slowest(r)) is not None]
+                    for name, item in items.items() if select(name, item)}
+
+        good = [m for ms in runs(lambda name, item: item["expected"] == "passed").values() for m in ms]
+        good_max = max(good, default=None)
+        caught = [ms for ms in runs(lambda name, item: name.startswith("bad_")).values()
+                  if ms and good_max is not None and statistics.median(ms) > good_max]
+        found[config.name] = (good_max, min((m for ms in caught for m in ms), default=None))
     return found
 
 
@@ -169,6 +188,18 @@ def suggested_rubric_lines(items: dict, settings, device: str) -> list:
 def write(study, out: Path) -> None:
     figures = study.figures()
     out.with_suffix(".json").write_text(json.dumps(figures, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(figures, study.settings))
+
+
+def markdown(figures: dict, settings) -> str:
+    """The study's figures as a page: what ran where, the table, the rubric lines."""
+    lines = [f"# Timing calibration study ({figures['device']}), {figures['date']}", "",
+             "Written by `python gpu_checks/study.py`; every run is a whole timing session as grading runs it.", "",
+             *(f"- {key}: {figures[key]}" for key in ("device", "machine", "torch", "isolation", "elapsed_s",
+                                                      "all_expectations_met")), "",
+             *table(figures["items"]), "", "Rubric lines (paste those marked CHANGE):", "", "```toml",
+             *suggested_rubric_lines(figures["items"], settings, figures["device"]), "```", ""]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -179,7 +210,13 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="sessions per calibration variant")
     parser.add_argument("--adversarial-runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "benchmarks" / "timing-cpu-study")
+    parser.add_argument("--render", action="store_true", help="only rewrite OUT.md from OUT.json")
     args = parser.parse_args(argv)
+    if args.render:
+        figures = json.loads(args.out.with_suffix(".json").read_text())
+        settings = session_environment(load(), figures["device"])[0]
+        args.out.with_suffix(".md").write_text(markdown(figures, settings))
+        return 0 if figures["all_expectations_met"] else 1
     study = Study(load(), resolve(args.isolation), args.device)
     plan = [("reference", REFERENCE_FILE, args.reference_runs)]
     plan += [(name, path, args.runs) for name, path in CALIBRATION.items()]

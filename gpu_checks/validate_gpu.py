@@ -1,16 +1,20 @@
 """Validates everything CUDA-related in gpu_checks on one GPU, in under 5 minutes, and writes the figures.
 
     python gpu_checks/validate_gpu.py [--out docs/benchmarks] [--isolation auto]
+    python gpu_checks/validate_gpu.py --device cpu --out /tmp/dry-run   # the script itself, without a GPU
 
-Checks, with the rubric's own settings and isolation:
+From a fresh checkout after `pip install -r requirements.txt`. With the rubric's own CUDA settings and
+the isolation grading uses (the bubblewrap sandbox where it works, so the CUDA binds are checked too):
+  - CUDA is reachable inside the timing worker (else it stops at once with the reason);
   - the reference against itself passes 10 of 10 runs (9 on one pair of workers, 1 full session with
     the drift check), and the loop over heads fails 10 of 10;
   - every calibration variant gets the verdict its name promises, with its whole table (and the fused
-    sdpa baseline's TFLOP/s), and the ratios suggest a threshold per config;
+    sdpa baseline's TFLOP/s);
   - every adversarial submission fails (cheats on clocks, flags, caches, side streams, background load).
-Writes gpu-validation-DATE.md and .json (date, GPU, torch and CUDA versions, every ratio) under --out,
-and exits 1 when any expectation is not met. Items left when the time budget runs out are reported as
-not run, never as passed.
+Prints the table and the exact rubric lines to paste when a threshold should move; writes
+gpu-validation-DATE.md and .json (date, GPU, torch and CUDA versions, every ratio) under --out. Exits 1
+when any expectation is not met. Items left when the time budget runs out are reported as not run,
+never as passed.
 """
 import argparse
 import datetime
@@ -25,46 +29,42 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import torch  # noqa: E402
 
 from autograder.isolation import resolve  # noqa: E402
-from autograder.rubric import load  # noqa: E402
-from gpu_checks.grading import session_environment, time_submission  # noqa: E402
+from autograder.rubric import RUBRIC_FILE, load  # noqa: E402
+from gpu_checks.grading import session_environment  # noqa: E402
 from gpu_checks.harness import REFERENCE_FILE, reference_weights, timing_workers  # noqa: E402
 from gpu_checks.report import render  # noqa: E402
-from gpu_checks.session import REFERENCE, STUDENT, SessionResult, TimingSetupError, run_cases  # noqa: E402
+from gpu_checks.session import REFERENCE, STUDENT, TimingSetupError, run_cases  # noqa: E402
+from gpu_checks.study import (ADVERSARIAL, CALIBRATION, CUDA_ONLY, Study, expected, record,  # noqa: E402
+                              suggested_rubric_lines, table)
 
 HERE = Path(__file__).resolve().parent
 BUDGET_S = 280
 REPEATS = 10
-CALIBRATION = {path.stem: path for path in sorted((HERE / "calibration").glob("*.py"))}
-ADVERSARIAL = {path.stem: path for path in sorted((HERE / "adversarial").glob("*.py"))}
 
 
-def expected(name: str) -> str:
-    return "passed" if name.startswith("good_") or name == "reference" else "failed"
+class Validation(Study):
+    """The study on CUDA, within a time budget, keeping the full sessions' tables for the report."""
 
-
-class Validation:
     def __init__(self, rubric, isolation, device: str = "cuda"):
-        self.rubric, self.isolation, self.device = rubric, isolation, device
-        self.settings = session_environment(rubric, device)[0]
-        self.start = time.monotonic()
-        self.items = []  # {"name", "expected", "statuses", "sessions"}
+        super().__init__(rubric, isolation, device)
+        self.tables = []  # (name, rendered session)
 
     def out_of_time(self) -> bool:
         return time.monotonic() - self.start > BUDGET_S
 
-    def record(self, name, statuses, sessions=()):
-        item = {"name": name, "expected": expected(name), "statuses": statuses, "sessions": list(sessions)}
-        self.items.append(item)
-        print(f"[{time.monotonic() - self.start:5.0f} s] {name}: {statuses} (expected {item['expected']})", flush=True)
+    def single(self, name: str, path: Path, full: bool, seed: int = 0):
+        if self.out_of_time():
+            self.items.setdefault(name, {"expected": expected(name), "runs": []})
+            return
+        session = self.run(name, path, seed=seed, baseline=full)
+        if session is not None:
+            self.tables.append((name, render(session)))
 
-    def session(self, path: Path, full: bool, seed: int) -> SessionResult:
-        return time_submission(path, self.rubric, self.isolation, self.device, seed, baseline=full,
-                               stop_at_first_failure=not full)
-
-    def repeated(self, name: str, path: Path):
-        """REPEATS - 1 runs on one pair of workers (the decision's stability), then one full session."""
-        statuses, sessions = [], []
+    def repeated(self, name: str, path: Path) -> bool:
+        """REPEATS - 1 runs on one pair of workers (the decision's stability), then one full session.
+        False after a grader error (recorded), e.g. CUDA out of the sandbox's reach."""
         _, limits, hidden = session_environment(self.rubric, self.device)
+        t0 = time.monotonic()
         try:
             with timing_workers({STUDENT: path, REFERENCE: REFERENCE_FILE}, self.device, self.isolation, limits,
                                 hidden) as workers:
@@ -72,73 +72,37 @@ class Validation:
                     if self.out_of_time():
                         break
                     results = run_cases(self.settings.cases(), workers, self.settings, reference_weights, seed)
-                    statuses.append("passed" if all(r.status == "passed" for r in results) else "failed")
-            if not self.out_of_time():
-                sessions.append(self.session(path, full=False, seed=REPEATS))
-                statuses.append("passed" if sessions[0].passed else "failed")
-        except TimingSetupError as err:  # recorded, and the other items still run
-            statuses.append(f"grader error: {err}")
-        self.record(name, statuses, sessions)
-
-    def single(self, name: str, path: Path, full: bool):
-        if self.out_of_time():
-            return self.record(name, [])
-        try:
-            session = self.session(path, full, seed=0)
+                    self.keep(name, record(results, seed), t0)
+                    t0 = time.monotonic()
         except TimingSetupError as err:
-            return self.record(name, [f"grader error: {err}"])
-        self.record(name, ["passed" if session.passed else "failed"], [session])
+            self.keep(name, {"status": "grader error", "error": str(err), "cases": {}}, t0)
+            print(f"grader error: {err}")
+            return False
+        self.single(name, path, full=False, seed=REPEATS)
+        return True
 
 
-def suggested_thresholds(items, settings) -> list:
-    """Per config: the slowest good variant's worst case against each bad variant's worst case."""
-    lines = []
-    for config in settings.configs:
-        def worst(item):
-            medians = [c.decision.median for s in item["sessions"] for c in s.cases
-                       if c.decision and c.case.config.name == config.name]
-            return max(medians, default=None)
-
-        good = [worst(i) for i in items if i["expected"] == "passed" and i["sessions"]]
-        bad = {i["name"]: worst(i) for i in items if i["name"].startswith("bad_") and i["sessions"]}
-        good_max = max((g for g in good if g is not None), default=None)
-        bad_min = min((b for b in bad.values() if b is not None), default=None)
-        if good_max is None or bad_min is None:
-            lines.append(f"- {config.name}: not enough data")
-        elif good_max >= bad_min:
-            lines.append(f"- {config.name}: no separation (slowest good {good_max:.2f}, fastest bad {bad_min:.2f})")
-        else:
-            bads = ", ".join(f"{k} {v:.2f}" for k, v in bad.items())
-            lines.append(f"- {config.name}: slowest good {good_max:.2f}, bad {bads}; "
-                         f"geometric middle {(good_max * bad_min) ** 0.5:.2f} (rubric: {config.threshold:g})")
-    return lines
-
-
-def write(validation, out: Path) -> bool:
-    device = next((c.device for i in validation.items for s in i["sessions"] for c in s.cases if c.device), {})
+def write(validation: Validation, out: Path) -> bool:
+    figures = validation.figures()
+    ok = figures["all_expectations_met"] and all(i["runs"] for i in validation.items.values())
     now = datetime.datetime.now(datetime.timezone.utc)
-    ok = all(i["statuses"] and all(s == i["expected"] for s in i["statuses"]) for i in validation.items)
-    header = {"date": now.isoformat(timespec="seconds"), "gpu": device.get("device"), "torch": torch.__version__,
+    header = {"date": figures["date"], "device": validation.device, "machine": figures["machine"],
+              "torch": torch.__version__,
               "cuda": torch.version.cuda, "isolation": validation.isolation.level,
-              "elapsed_s": round(time.monotonic() - validation.start), "all_expectations_met": ok}
-    lines = [f"# gpu_checks validation, {header['date']}", "",
-             *(f"- {k}: {v}" for k, v in header.items()), "", "## Expectations", "",
-             "| submission | expected | runs | verdicts |", "| --- | --- | --- | --- |",
-             *(f"| {i['name']} | {i['expected']} | {len(i['statuses'])} | {', '.join(i['statuses']) or 'not run'} |"
-               for i in validation.items),
-             "", "## Suggested thresholds (median ratios)", "",
-             *suggested_thresholds(validation.items, validation.settings),
-             "", "## Tables", ""]
-    for item in validation.items:
-        for session in item["sessions"]:
-            lines += [f"### {item['name']}", "", "```", render(session), "```", ""]
+              "elapsed_s": figures["elapsed_s"], "all_expectations_met": ok}
+    rubric_lines = suggested_rubric_lines(validation.items, validation.settings, validation.device)
+    lines = [f"# gpu_checks validation, {header['date']}", "", *(f"- {k}: {v}" for k, v in header.items()), "",
+             "## Expectations", "", *table(validation.items), "",
+             "## Rubric lines (rubric.toml): paste those marked CHANGE", "", "```toml", *rubric_lines, "```", "",
+             "## Tables", ""]
+    for name, text in validation.tables:
+        lines += [f"### {name}", "", "```", text, "```", ""]
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"gpu-validation-{now:%Y-%m-%d}"
+    stem = out / f"{'gpu' if validation.device == 'cuda' else 'cpu-dry-run'}-validation-{now:%Y-%m-%d}"
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    ratios = {i["name"]: [{c.case.name: (c.decision.median, c.decision.low, c.decision.high) if c.decision else None
-                           for c in s.cases} for s in i["sessions"]] for i in validation.items}
-    stem.with_suffix(".json").write_text(json.dumps({**header, "expectations": [
-        {k: i[k] for k in ("name", "expected", "statuses")} for i in validation.items], "ratios": ratios}, indent=1))
+    stem.with_suffix(".json").write_text(json.dumps({**figures, **header}, indent=1) + "\n")
+    print("\n".join(table(validation.items)))
+    print("\nrubric.toml lines (paste those marked CHANGE):\n" + "\n".join(rubric_lines))
     print(f"wrote {stem}.md and .json; all expectations met: {ok}")
     return ok
 
@@ -147,18 +111,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "benchmarks")
     parser.add_argument("--isolation", default="auto", choices=("auto", "process", "sandbox"))
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: a dry run of this script with the rubric's CPU settings (validates nothing on CUDA)")
+    parser.add_argument("--rubric", type=Path, default=RUBRIC_FILE)
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to validate")
         return 1
-    validation = Validation(load(), resolve(args.isolation))
-    validation.repeated("reference", REFERENCE_FILE)
+    validation = Validation(load(args.rubric), resolve(args.isolation), args.device)
+    if not validation.repeated("reference", REFERENCE_FILE):  # nothing else can run either
+        write(validation, args.out)
+        return 1
     validation.repeated("bad_loop_heads", CALIBRATION["bad_loop_heads"])
     for name, path in CALIBRATION.items():
         if name != "bad_loop_heads":
             validation.single(name, path, full=True)
     for name, path in ADVERSARIAL.items():
-        validation.single(name, path, full=False)
+        if args.device == "cuda" or name not in CUDA_ONLY:
+            validation.single(name, path, full=False)
     return 0 if write(validation, args.out) else 1
 
 

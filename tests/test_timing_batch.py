@@ -103,7 +103,7 @@ def graded_results(name: str, timing_row: bool = True) -> dict:
 def check_consistent(data: dict, score: float, max_score: float):
     assert data["score"] == score and data["extra_data"]["max_score"] == max_score
     assert round(sum(t["score"] for t in data["tests"]), 4) == data["score"]
-    assert [t["name"] for t in data["tests"] if "timing" in t["tags"]] == ["timing: speed against the reference (cpu)"]
+    assert [t["name"] for t in data["tests"] if "timing" in t["tags"]] == ["timing: speed against the reference (CPU)"]
     timing = data["extra_data"]["parts"]["timing"]
     assert timing["graded"] and timing["max_score"] == 5.0
     assert data["output"].startswith(f"Score: {score:g} / {max_score:g}  (isolation: sandbox)")
