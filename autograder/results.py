@@ -10,6 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from autograder import scoring
 from autograder.grading import SEED_NOTE, Grade
 from autograder.scoring import UNITS
 
@@ -29,25 +30,53 @@ def points(units: int) -> float:
     return units / UNITS
 
 
-def test_output(test, rubric, diagnosis: str = "") -> str:
-    """What the student reads for one test: everything for public tests, the rubric's policy for hidden."""
+def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (), parity_failed: bool = False) -> str:
+    """What the student reads for one test: everything for public tests, the rubric's policy for hidden.
+
+    A hidden test's own hint names one concern; it is shown only when nothing more specific is known.
+    What leads instead, most specific first: the diagnosis of the part (evidence about this
+    submission), a part this one builds on that fails too (`failing_upstream`: fix it first), or the
+    correctness test that this consistency test depends on (`parity_failed`). A wrong hint costs a
+    student more time than none.
+    """
     if test.passed:
         return ""
     policy = "full" if test.suite == "public" else rubric.parts[test.part].feedback
     if policy == "name":
         return f"Failed: {test.name} (part '{test.part}')."
-    lines = [test.summary or "failed"]
+    lines = [f"Likely mistake: {diagnosis}"] if diagnosis else []
+    lines.append(test.summary or "failed")
     if policy == "full" and test.detail:
         lines.append(test.detail)
-    if test.hint:
+    lead = None
+    if test.suite == "hidden" and not diagnosis:
+        if failing_upstream:
+            names = ", ".join(f"'{p}'" for p in failing_upstream)
+            lead = (f"Part '{test.part}' builds on {names}, which fail{'s' if len(failing_upstream) == 1 else ''} "
+                    "tests too: fix that first, then look at this test again.")
+        elif parity_failed:
+            lead = (f"This check compares your code with itself; it counts once {test.parity} passes: "
+                    "fix that first.")
+    if lead:
+        lines.append(lead)
+    elif test.hint and not (test.suite == "hidden" and diagnosis):
         lines.append(f"Hint: {test.hint}")
     if test.example:
         lines.append(f"Smallest failing case: {test.example.removeprefix('Falsifying example: ')}")
     if test.forbidden:
         lines.append(f"This part scores 0: {test.forbidden}")
-    if diagnosis:
-        lines.append(f"Likely mistake: {diagnosis}")
     return printable("\n".join(lines))
+
+
+def _output(grade: Grade, test, rubric) -> str:
+    """test_output with what this grade knows about the test's part and its dependencies."""
+    part = grade.parts.get(test.part)
+    diagnosis = part.diagnosis if part is not None and test.suite == "hidden" else ""
+    failing = tuple(name for name in rubric.parts[test.part].builds_on
+                    if name in grade.parts and grade.parts[name].units < grade.parts[name].max_units)
+    outcomes = {t.name: t.passed for t in grade.tests}
+    parity_failed = bool(test.parity) and not scoring.parity_holds(test, outcomes)
+    return test_output(test, rubric, diagnosis, failing, parity_failed)
 
 
 def test_name(test) -> str:
@@ -65,7 +94,7 @@ def rows(grade: Grade, rubric) -> list:
     for t in grade.tests:
         out.append({"name": test_name(t), "score": points(t.units), "max_score": points(t.max_units),
                     "status": "passed" if t.passed else "failed",
-                    "output": _format(test_output(t, rubric, _diagnosis(grade, t)), md),
+                    "output": _format(_output(grade, t, rubric), md),
                     "visibility": shown.hidden_visibility if t.suite == "hidden" else "visible",
                     "tags": [t.part, t.suite]})
     for r in (*grade.rows, *grade.adjustments):
@@ -161,7 +190,7 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     lines += [f"  Note: {printable(n)}" for n in grade.notes]
     if failures:
         for t in (t for t in grade.tests if not t.passed):
-            text = test_output(t, rubric, _diagnosis(grade, t)).replace("\n", "\n      ")
+            text = _output(grade, t, rubric).replace("\n", "\n      ")
             lines += ["", f"  FAILED {test_name(t)}", f"      {text}"]
     return "\n".join(lines)
 
@@ -209,10 +238,3 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _diagnosis(grade: Grade, test) -> str:
-    """Hidden tests carry their part's diagnosis (a hint that needs no test source); public tests
-    have their own hints."""
-    part = grade.parts.get(test.part)
-    return part.diagnosis if part is not None and test.suite == "hidden" else ""

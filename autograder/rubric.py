@@ -4,7 +4,7 @@ from pathlib import Path
 
 from autograder import toml
 from autograder.paths import REPO, RUBRIC_FILE
-PART_KEYS = ("title", "points", "functions", "require_cuda", "device")
+PART_KEYS = ("title", "points", "functions", "require_cuda", "device", "builds_on")
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's
@@ -30,6 +30,7 @@ class Part:
     feedback: str
     require_cuda: bool = False
     device: str = "auto"  # timing: where it runs unless the command line says (context.TIMING_DEVICES)
+    builds_on: tuple = ()  # parts whose functions this part's code calls: their failures come first
     settings: dict = field(default_factory=dict)  # the part's other keys (gpu_checks reads timing's)
 
 
@@ -69,7 +70,10 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
             raise ValueError(f"{path}: feedback for {name} must be one of {FEEDBACK_LEVELS}")
         parts[name] = Part(name, spec["title"], float(spec["points"]), tuple(spec.get("functions", ())),
                            level, bool(spec.get("require_cuda", False)), str(spec.get("device", "auto")),
-                           {k: v for k, v in spec.items() if k not in PART_KEYS})
+                           tuple(spec.get("builds_on", ())), {k: v for k, v in spec.items() if k not in PART_KEYS})
+    for part in parts.values():
+        if not set(part.builds_on) <= set(parts):
+            raise ValueError(f"{path}: [parts.{part.name}] builds_on names parts that do not exist: {part.builds_on}")
     weights = {k: float(v) for k, v in data["suites"].items()}
     if abs(sum(weights.values()) - 1) > 1e-9:
         raise ValueError(f"{path}: suite shares must add up to 1, got {weights}")

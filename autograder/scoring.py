@@ -113,16 +113,16 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
         notes = list(zeroed.get(name, []))
         earned = 0
         for test, max_units in zip(mine, maxima):
-            counts = test.passed and name not in zeroed and _parity_holds(test, outcomes)
+            counts = test.passed and name not in zeroed and parity_holds(test, outcomes)
             scored.append(replace(test, units=max_units if counts else 0, max_units=max_units))
             earned += scored[-1].units
-        if name not in zeroed and any(t.passed and not _parity_holds(t, outcomes) for t in mine):
+        if name not in zeroed and any(t.passed and not parity_holds(t, outcomes) for t in mine):
             notes.append("consistency tests earn points only once the matching correctness test passes")
         parts[name] = PartScore(name, part.title, earned, to_units(part.points), notes=tuple(notes))
     return tuple(scored), parts
 
 
-def _parity_holds(test: TestResult, outcomes: dict) -> bool:
+def parity_holds(test: TestResult, outcomes: dict) -> bool:
     """True unless `test` depends on a parity test that failed: the run with the same parameters
     when there is one, else every run of it (none run counts as failed)."""
     if not test.parity:

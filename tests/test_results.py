@@ -24,12 +24,23 @@ def with_feedback(level):
     return replace(rubric, parts=parts)
 
 
-def test_hidden_summary_shows_the_case_and_diagnosis_but_no_expected_values():
+def test_hidden_summary_leads_with_the_diagnosis_and_shows_the_case_but_no_expected_values():
     text = results.test_output(failed_test("hidden"), with_feedback("summary"), "no 1/sqrt(d_k) scale")
-    assert "12 of 40 values differ" in text and "Hint: check the scale." in text
+    assert text.splitlines()[0] == "Likely mistake: no 1/sqrt(d_k) scale"
+    assert "12 of 40 values differ" in text
     assert "Smallest failing case: test_parity(case=SdpaCase(B=1, L=2, d_k=4))" in text
-    assert "Likely mistake: no 1/sqrt(d_k) scale" in text
     assert "expected 0.125" not in text
+    assert "Hint:" not in text, "the test's fixed hint may be about another concern than the diagnosed one"
+
+
+def test_a_hidden_test_shows_its_own_hint_only_when_nothing_more_specific_is_known():
+    rubric = with_feedback("summary")
+    assert "Hint: check the scale." in results.test_output(failed_test("hidden"), rubric)
+    upstream = results.test_output(failed_test("hidden"), rubric, failing_upstream=("heads",))
+    assert "builds on 'heads', which fails tests too: fix that first" in upstream and "Hint:" not in upstream
+    consistency = replace(failed_test("hidden"), parity="test_matches")
+    text = results.test_output(consistency, rubric, parity_failed=True)
+    assert "counts once test_matches passes" in text and "Hint:" not in text
 
 
 def test_hidden_name_policy_shows_only_the_test_and_part():
@@ -57,8 +68,9 @@ def test_gradescope_results_have_the_spec_fields_and_add_up():
     data = results.to_gradescope(grade, rubric_file.load())
     assert data["score"] == 2.0 and data["execution_time"] == 3.5 and "no CUDA" in data["output"]
     assert data["extra_data"]["max_score"] == 4.0, "a part that was not graded is left out of the maximum"
-    assert [t["tags"][0] for t in data["tests"]] == ["sdpa", "sdpa"]
-    assert sum(t["score"] for t in data["tests"]) == data["score"]
+    assert [t["tags"] for t in data["tests"]] == [["sdpa", "hidden"], ["sdpa", "public"], ["sdpa", "part"],
+                                                  ["timing", "part"]], "test rows, then one summary row per part"
+    assert sum(t["score"] for t in data["tests"] if "score" in t) == data["score"]
     assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(data["tests"][0])
     hidden = data["tests"][0]
     assert hidden["status"] == "failed" and "Likely mistake: no scale" in hidden["output"]
