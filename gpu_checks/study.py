@@ -13,6 +13,7 @@ gpu_checks/validate_gpu.py runs the CUDA counterpart and shares the table and th
 """
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -45,7 +46,7 @@ def expected(name: str) -> str:
 class Study:
     """Runs sessions and keeps, per submission, one record per session."""
 
-    def __init__(self, rubric, isolation, device: str, log=print):
+    def __init__(self, rubric, isolation, device: str, log=functools.partial(print, flush=True)):
         self.rubric, self.isolation, self.device, self.log = rubric, isolation, device, log
         self.settings = session_environment(rubric, device)[0]
         self.start = time.monotonic()
@@ -67,10 +68,9 @@ class Study:
         run["seconds"] = round(time.monotonic() - started, 2)
         item = self.items.setdefault(name, {"expected": expected(name), "runs": []})
         item["runs"].append(run)
-        worst = worst_case(run)
+        case, ratio = worst_case(run) or ("-", "-")
         self.log(f"[{time.monotonic() - self.start:6.0f} s] {name} run {len(item['runs'])}: {run['status']} "
-                 f"(expected {item['expected']}; worst ratio {worst[1] if worst else '-'} in {worst[0] if worst else '-'};"
-                 f" {run['seconds']} s)", flush=True)
+                 f"(expected {item['expected']}; worst ratio {ratio} in {case}; {run['seconds']} s)")
 
     def all_met(self) -> bool:
         return all(r["status"] == i["expected"] for i in self.items.values() for r in i["runs"])
@@ -120,7 +120,8 @@ def _read(path: str) -> str:
 def table(items: dict) -> list:
     """Markdown rows: verdicts, the worst case's median ratio over runs with its typical interval, time."""
     lines = ["| submission | expected | runs | as expected | worst case's median ratio: median [range] over runs "
-             "| its 95% interval (median ends) | seconds per verdict: median [max] | reasons (first run that has one) |",
+             "| its 95% interval (median ends) | seconds per verdict: median [max] "
+             "| reasons (first run that has one) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, item in items.items():
         runs = item["runs"]
@@ -144,8 +145,8 @@ def table(items: dict) -> list:
 def per_config(items: dict, settings) -> dict:
     """config -> (slowest case median of any run expected to pass, the fastest of the bad_ runs this
     config catches), timed cases only. A run counts by its slowest case in the config (one failing
-    case fails it); a bad variant counts only where its typical run is slower than every good run
-    (a loop over heads is meant to be caught by the launch-bound config, not by every config)."""
+    case fails it); a bad variant counts only where its typical run is slower than the typical good
+    run (a loop over heads is meant to be caught by the launch-bound config, not by every config)."""
     found = {}
     for config in settings.configs:
         def slowest(run):
@@ -157,10 +158,12 @@ def per_config(items: dict, settings) -> dict:
                     for name, item in items.items() if select(name, item)}
 
         good = [m for ms in runs(lambda name, item: item["expected"] == "passed").values() for m in ms]
-        good_max = max(good, default=None)
+        if not good:
+            found[config.name] = (None, None)
+            continue
         caught = [ms for ms in runs(lambda name, item: name.startswith("bad_")).values()
-                  if ms and good_max is not None and statistics.median(ms) > good_max]
-        found[config.name] = (good_max, min((m for ms in caught for m in ms), default=None))
+                  if ms and statistics.median(ms) > statistics.median(good)]
+        found[config.name] = (max(good), min((m for ms in caught for m in ms), default=None))
     return found
 
 

@@ -11,6 +11,7 @@ import torch
 
 from autograder import rubric as rubric_module
 from gpu_checks.settings import TimingSettings
+from gpu_checks.study import suggested_rubric_lines
 from gpu_checks.timing_worker import HostClock
 
 
@@ -84,3 +85,29 @@ def test_the_cpu_clock_leaves_out_time_spent_waiting_for_a_core():
 def _spin():
     while True:
         pass
+
+
+# --- the study's suggestion of rubric lines ------------------------------------------------------
+
+def run(status, **medians):
+    """A study record: case name -> median ratio, every case in the launch config."""
+    return {"status": status, "cases": {name: {"config": "launch", "median": m} for name, m in medians.items()}}
+
+
+def test_suggested_thresholds_keep_a_separating_value_and_move_one_that_does_not():
+    settings = TimingSettings.for_device(rubric_module.load().parts["timing"].settings, "cpu")
+    items = {"reference": {"expected": "passed", "runs": [run("passed", fwd=1.1, bwd=1.3)]},
+             "good_einsum": {"expected": "passed", "runs": [run("passed", fwd=1.2, bwd=1.4)]},
+             # slow in one case is enough to fail a run: counted by its slowest case
+             "bad_loop_heads": {"expected": "failed", "runs": [run("failed", fwd=1.5, bwd=2.6),
+                                                               run("failed", fwd=1.6, bwd=2.4)]}}
+    lines = suggested_rubric_lines(items, settings, "cpu")
+    assert lines[:2] == ["[parts.timing.cpu.configs.launch]",
+                         "threshold = 2  # slowest good median 1.40, fastest bad 2.40; keep the rubric value"]
+    assert lines[2] == "# [parts.timing.cpu.configs.throughput]: not enough data to suggest a threshold"
+    items["good_einsum"]["runs"].append(run("passed", fwd=2.1))
+    assert suggested_rubric_lines(items, settings, "cpu")[1] == (
+        "threshold = 2.2  # slowest good median 2.10, fastest bad 2.40; CHANGE: paste this")
+    items["good_einsum"]["runs"].append(run("passed", fwd=2.5))  # slower than the bad variant's runs
+    assert suggested_rubric_lines(items, settings, "cpu")[0].startswith(
+        "# [parts.timing.cpu.configs.launch]: no separation")
