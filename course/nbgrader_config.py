@@ -35,5 +35,15 @@ c.Execute.timeout = 120
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"\A(?:[^\n]*:\d+: \w*Warning: [^\n]*\n(?:  [^\n]*\n)*)+\Z"
 
-# Feedback shows neither hidden tests nor the tracebacks that would quote them (mhsa_nbgrader/feedback.py).
+# Feedback shows neither hidden tests nor the tracebacks that would quote them, and says why a cell's
+# score was replaced by its isolated score (mhsa_nbgrader/feedback.py).
 c.GenerateFeedback.preprocessors = feedback.preprocessors()
+c.IsolatedScoreNotes.course = str(COURSE)
+
+# `nbgrader zip_collect mhsa` for an LMS download (docs/nbgrader.md): put the zip or the files in
+# downloaded/mhsa/archive/. File names as Canvas writes them: NAME_[LATE_]USERID_SUBMISSIONID_FILE,
+# where FILE is what the student uploaded, perhaps renamed by their browser or by Canvas
+# ("mhsa (1).ipynb", "mhsa-2.ipynb"): every notebook whose name starts with mhsa is collected as
+# mhsa.ipynb of student USERID. zip_collect matches the regular expression against the whole path.
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>mhsa)[^/]*\.ipynb$")

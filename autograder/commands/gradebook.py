@@ -1,60 +1,150 @@
 """`gradebook`: grade nbgrader submissions in isolation, flag in-kernel scores that are too high, and
-(with --write) store the isolated scores in the nbgrader gradebook.
+(with --write) store isolated scores in the nbgrader gradebook under a policy that cannot lower an
+honest grade by accident (docs/nbgrader.md).
 
 `nbgrader autograde` runs the test cells inside the student's own kernel, where the student's code
 can defeat them (an input transformer that empties every later cell, a patched torch.allclose).
-The isolated grade runs only the notebook's solution cells, in the worker, against the repository's
-test suites. A part that scores more in the kernel than in isolation is flagged for a look: the
-suites differ, so a flag is a reason to read the notebook, not a verdict.
+The isolated grade runs the student's program (autograder.notebook.extract) in the worker, against
+the repository's test suites, through `python -m autograder grade NB --results FILE` in a child
+process per notebook (--jobs at once). A part that scores more in the kernel than in isolation is
+flagged. Isolated results are cached per notebook checksum, so a report and a later --write share
+one pass and a rerun after a crash resumes. One notebook that cannot be graded is reported and
+skipped: the others finish.
 """
+import csv
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.isolation import LEVELS
-from autograder.paths import COURSE
+from autograder.paths import COURSE, REPO
 
 TOLERANCE = 1e-6
+POLICIES = {
+    "flagged": "only notebooks flagged as tampered get their isolated scores, in every part (default)",
+    "minimum": "every notebook: each part gets the lower of its in-kernel and isolated scores",
+    "isolated": "every notebook: each part gets its isolated score, lower or higher",
+}
+EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 4 some failed, 5 both
+STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
+# What an isolated grade depends on besides the notebook: a change to any of it invalidates the cache.
+# The commands (this one included) only call the grading engine.
+GRADER_INPUTS = ("rubric.toml", "tests_public", "tests_hidden", "autograder")
+NOT_GRADER_INPUTS = ("autograder/commands",)
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser("gradebook", help="nbgrader: compare in-kernel scores with isolated grades; "
-                                                "--write stores the isolated ones in the gradebook")
+                                                "--write stores isolated ones in the gradebook (--policy)")
     p.add_argument("--course", type=Path, default=COURSE,
                    help="the nbgrader course folder (default: course/)")
     p.add_argument("--assignment", default="mhsa", help="the nbgrader assignment (default: mhsa)")
     p.add_argument("--student", action="append", help="only this student (repeatable; default: every submission)")
     p.add_argument("--write", action="store_true",
-                   help="store the isolated scores as the manual scores of the autograded test cells")
+                   help="store isolated scores as manual scores of the autograded test cells, by --policy; "
+                        "mark flagged notebooks in nbgrader; recompute late penalties")
+    p.add_argument("--policy", choices=sorted(POLICIES), default="flagged",
+                   help="; ".join(f"{name}: {text}" for name, text in POLICIES.items()))
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
+    p.add_argument("--force", action="store_true", help="regrade even where a cached isolated result exists")
+    p.add_argument("--csv", type=Path, help="write the report here too (default: course/isolated/ASSIGNMENT/report.csv)")
     p.add_argument("--isolation", choices=("auto", *LEVELS), default="auto",
                    help="auto (default): the strongest level this machine supports")
 
 
+@dataclass
+class Student:
+    name: str
+    notebook: Path | None = None
+    in_kernel: dict = field(default_factory=dict)   # part -> points autograde gave its test cells
+    results: dict | None = None                      # the isolated grade, Gradescope results.json
+    error: str = ""                                  # why there is no isolated grade
+    notes: list = field(default_factory=list)        # what extraction left out or changed
+    flags: list = field(default_factory=list)
+    changes: list = field(default_factory=list)      # what --write did, one line each
+    ledger: dict = field(default_factory=dict)       # grade id -> the score --write stored, and why
+
+    @property
+    def isolated(self) -> dict:
+        """part -> isolated points, for the parts the notebook grades and isolation graded."""
+        parts = self.results["extra_data"]["parts"] if self.results else {}
+        return {p: parts[p]["score"] for p in self.in_kernel if parts.get(p, {}).get("graded", True) and p in parts}
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "flagged" if self.flags else "ok"
+
+
 def run(args) -> int:
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import grading, notebook
+    from autograder import rubric as rubric_file
 
-    course = args.course.resolve()
-    flagged_any = False
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        students = args.student or sorted(s.student.id for s in gb.find_assignment(args.assignment).submissions)
-        print(f"{'student':<20} {'in kernel':>10} {'isolated':>10}  flags")
+    course, assignment = args.course.resolve(), args.assignment
+    store = course / STORE / assignment
+    (store / "cache").mkdir(parents=True, exist_ok=True)
+    (course / STORE / ".gitignore").write_text("# grades of students: never committed\n*\n")
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:
+        try:
+            known = sorted(s.student.id for s in gb.find_assignment(assignment).submissions)
+        except MissingEntry:
+            print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
+                  "and autograde first")
+            return EXIT_FAILED
+        submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
+        students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
         for student in students:
-            cells = gb.find_submission_notebook(notebook.ASSIGNMENT, args.assignment, student).grades
-            path = course / "submitted" / student / args.assignment / f"{notebook.ASSIGNMENT}.ipynb"
-            isolated = grading.grade(path, isolation=args.isolation, hide=[course])
-            in_kernel = kernel_scores(cells)
-            scores = {name: part.score for name, part in isolated.parts.items() if name in in_kernel}
-            flags = [f"{name}: {in_kernel[name]:g} in the kernel > {scores[name]:g} isolated"
-                     for name in in_kernel if in_kernel[name] > scores[name] + TOLERANCE]
-            flagged_any |= bool(flags)
-            print(f"{student:<20} {sum(in_kernel.values()):>10g} {sum(scores.values()):>10g}  "
-                  + ("; ".join(flags) + " - read this notebook" if flags else "-"))
-            if args.write:
-                store(cells, isolated)
-        if args.write:
-            gb.db.commit()
-            print("isolated scores stored as manual scores of the autograded test cells")
-    return 1 if flagged_any else 0
+            read_in_kernel(gb, course, assignment, student)
+
+    grade_all(students, course, store, args, rubric_file.load().submission_timeout)
+    for student in students:
+        compare(student)
+    if args.write:
+        write(students, db_url, course, assignment, args.policy)
+    for student in students:
+        if student.results is not None:
+            save_student_results(store / f"{student.name}.json", student, args.write)
+    report = table(students)
+    target = args.csv or store / "report.csv"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(csv_report(students))
+    print(report)
+    print(f"\nreport: {target}")
+    flagged, failed = [s.name for s in students if s.flags], [s.name for s in students if s.error]
+    if flagged:
+        print(f"flagged (read these notebooks; marked in nbgrader with --write): {', '.join(flagged)}")
+    if failed:
+        print(f"no isolated grade (see the report): {', '.join(failed)}")
+    return (EXIT_FLAGGED if flagged else 0) | (EXIT_FAILED if failed else 0)
+
+
+def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
+    from nbgrader.api import MissingEntry
+
+    from autograder import notebook
+
+    folder = course / "submitted" / student.name / assignment
+    path = folder / f"{notebook.ASSIGNMENT}.ipynb"
+    try:
+        cells = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name).grades
+    except MissingEntry:
+        student.error = f"not autograded: run `nbgrader autograde {assignment} --student {student.name}`"
+        return
+    student.in_kernel = kernel_scores(cells)
+    if not path.is_file():
+        found = sorted(p.name for p in folder.glob("*.ipynb")) if folder.is_dir() else []
+        student.error = (f"no {path.name} in {folder.relative_to(course)}"
+                         + (f" (found: {', '.join(found)}: rename it, then autograde this student again)" if found else ""))
+        return
+    student.notebook = path
 
 
 def kernel_scores(cells) -> dict:
@@ -69,18 +159,270 @@ def kernel_scores(cells) -> dict:
     return scores
 
 
-def store(cells, isolated) -> None:
-    """Knowledge cells get their question's isolated score; every other test cell its share of its
-    part's isolated score, in proportion to its points."""
+# ------------------------------------------------------------------------------------------------
+# The isolated grades: one child process per notebook, --jobs at once, cached per checksum
+# ------------------------------------------------------------------------------------------------
+
+def grade_all(students: list, course: Path, store: Path, args, timeout: float) -> None:
+    from autograder import notebook
+    from autograder.submission import GradingError
+
+    fingerprint = grader_fingerprint()
+    todo = []
+    for student in students:
+        if student.error:
+            continue
+        try:
+            student.notes = notebook.extract(student.notebook).notes
+        except GradingError as err:
+            student.error = str(err)
+            continue
+        digest = hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()
+        cached = store / "cache" / f"{digest}.json"
+        student.results = None if args.force else load_results(cached)
+        if student.results is None:
+            todo.append((student, cached))
+    if not todo:
+        return
+    print(f"grading {len(todo)} notebook(s) in isolation, {args.jobs} at a time "
+          f"({len(students) - len(todo)} cached or without a notebook)", file=sys.stderr)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(grade_isolated, s.notebook, cached, course, args.isolation, timeout): s
+                   for s, cached in todo}
+        for done, future in enumerate(as_completed(futures), start=1):
+            student = futures[future]
+            student.results, student.error, seconds = future.result()
+            outcome = f"{student.results['score']:g}" if student.results else f"failed: {student.error.splitlines()[0]}"
+            print(f"[{done}/{len(todo)}] {student.name}: {outcome} ({seconds:.0f} s)", file=sys.stderr)
+
+
+def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeout: float) -> tuple:
+    """(results, error, seconds) of `python -m autograder grade` on one notebook; its results reach
+    `target` (the cache) only when complete."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mhsa-gradebook-") as scratch:
+        out = Path(scratch) / "results.json"
+        command = [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(out),
+                   "--isolation", isolation, "--hide", str(course)]
+        try:
+            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"the isolated grade took more than {timeout:g} s (the rubric's submission limit)", timeout
+        seconds = time.monotonic() - started
+        data = load_results(out)
+        if done.returncode != 0 or data is None:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            return None, f"the isolated grade failed (exit {done.returncode}): " + " | ".join(tail), seconds
+        target.write_text(out.read_text())  # the cache holds complete results only
+        return data, "", seconds
+
+
+def load_results(path: Path) -> dict | None:
+    """A complete, graded results file, or None."""
+    try:
+        data = json.loads(Path(path).read_text())
+        parts = data["extra_data"]["parts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    graded = data["extra_data"].get("status", "graded") == "graded"
+    return data if graded and isinstance(parts, dict) and isinstance(data.get("tests"), list) else None
+
+
+def grader_fingerprint() -> bytes:
+    digest = hashlib.sha256()
+    for name in GRADER_INPUTS:
+        root = REPO / name
+        for path in sorted([root] if root.is_file() else root.rglob("*")):
+            name = path.relative_to(REPO).as_posix()
+            if path.is_file() and path.suffix in (".py", ".toml") and not name.startswith(NOT_GRADER_INPUTS):
+                digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.digest()
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparison and the write policy
+# ------------------------------------------------------------------------------------------------
+
+def compare(student: Student) -> None:
+    isolated = student.isolated
+    student.flags = [f"{part}: {student.in_kernel[part]:g} in the kernel > {isolated[part]:g} isolated"
+                     for part in student.in_kernel
+                     if part in isolated and student.in_kernel[part] > isolated[part] + TOLERANCE]
+
+
+def parts_to_write(policy: str, student: Student) -> set:
+    """The parts whose isolated scores --write stores, by `policy` (POLICIES)."""
+    isolated = student.isolated
+    if policy == "isolated" or policy == "flagged" and student.flags:
+        return set(isolated)
+    if policy == "minimum":
+        return {p for p in isolated if isolated[p] < student.in_kernel[p] - TOLERANCE}
+    return set()
+
+
+def write(students: list, db_url: str, course: Path, assignment: str, policy: str) -> None:
+    """Store isolated scores as manual scores by `policy`, never over a manual score that this
+    command did not write (a TA's override); then nbgrader's own late-penalty policy."""
+    from nbgrader.api import Gradebook
+
+    from autograder import notebook
+
+    ledgers = {s.name: previous_ledger(course / STORE / assignment / f"{s.name}.json") for s in students}
+    with Gradebook(db_url) as gb:
+        for student in students:
+            if student.error:
+                continue
+            submission = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name)
+            wanted = cell_scores(submission.grades, student, parts_to_write(policy, student))
+            student.ledger = apply(submission.grades, wanted, ledgers[student.name], student)
+            if student.flags and not submission.flagged:
+                submission.flagged = True
+                student.changes.append("flagged in nbgrader")
+        gb.db.commit()
+    config = course_config(course)
+    for student in students:
+        if not student.error:
+            recompute_late_penalty(config, db_url, assignment, student.name)
+
+
+def cell_scores(cells, student: Student, parts: set) -> dict:
+    """grade id -> (isolated score, reason) for the test cells of `parts`: a knowledge question's
+    cell gets that question's score, other cells their share of their part's isolated score."""
     from autograder.notebook import knowledge_cell, part_of_cell
 
-    questions = {knowledge_cell(row["question"]): row["score"] for row in isolated.extra_entries if "question" in row}
+    results = student.results
+    details = results["extra_data"]["parts"]
+    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in results["tests"]
+                 if row["name"].startswith("knowledge: ")}
+    wanted = {}
     for cell in cells:
         part = part_of_cell(cell.name)
-        if part is None:
+        if part not in parts:
             continue
+        detail = details[part]
         if cell.name in questions:
-            cell.manual_score = questions[cell.name]
+            row = questions[cell.name]
+            score = float(row["score"])
+            why = f"your answer scored {score:g} / {float(row['max_score']):g}: {row.get('output') or 'right'}"
         else:
-            share = isolated.parts[part]
-            cell.manual_score = round(share.score * cell.max_score / share.max_score, 6) if share.max_score else 0.0
+            score = round(detail["score"] * cell.max_score / detail["max_score"], 6) if detail["max_score"] else 0.0
+            why = failed_tests(results, part)
+        wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
+                                     f"kernel against the course's tests, scored {detail['score']:g} / "
+                                     f"{detail['max_score']:g} in part {part} (the tests in your notebook gave "
+                                     f"{student.in_kernel[part]:g}); this cell is worth its share. {why}").strip())
+    return wanted
+
+
+def failed_tests(results: dict, part: str, shown: int = 3) -> str:
+    failed = [row for row in results["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
+    if not failed:
+        return "Every test of this part passed in isolation."
+    lines = [f"- {row['name']}: {row.get('output', '').splitlines()[0] if row.get('output') else 'failed'}"
+             for row in failed[:shown]]
+    more = f"\n... and {len(failed) - shown} more" if len(failed) > shown else ""
+    return f"{len(failed)} test(s) failed in isolation:\n" + "\n".join(lines) + more
+
+
+def apply(cells, wanted: dict, ledger: dict, student: Student) -> dict:
+    """Set or clear this command's manual scores; returns the new ledger (grade id -> what this
+    command wrote). A manual score that the ledger does not account for is a grader's: kept."""
+    new = {}
+    for cell in cells:
+        mine = ledger.get(cell.name)
+        ours = cell.manual_score is None or (mine is not None and abs(cell.manual_score - mine["score"]) <= TOLERANCE)
+        score, reason = wanted.get(cell.name, (None, ""))
+        if score is not None and cell.auto_score is not None and abs(score - cell.auto_score) <= TOLERANCE:
+            score = None  # the kernel's score stands: no manual score needed
+        if not ours:
+            if score is not None:
+                student.changes.append(f"{cell.name}: kept the manual grade {cell.manual_score:g} (isolated: {score:g})")
+            continue
+        if score is None:
+            if mine is not None:
+                cell.manual_score, cell.needs_manual_grade = None, False
+                student.changes.append(f"{cell.name}: isolated score removed, back to {cell.auto_score or 0:g}")
+            continue
+        if cell.manual_score is None or abs(cell.manual_score - score) > TOLERANCE:
+            student.changes.append(f"{cell.name}: {cell.auto_score or 0:g} -> {score:g}")
+        cell.manual_score, cell.needs_manual_grade = score, False  # a regrade marks it again: cleared here
+        new[cell.name] = {"score": score, "reason": reason}
+    return new
+
+
+def previous_ledger(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())["extra_data"].get("written_to_gradebook", {})
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def course_config(course: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+
+
+def recompute_late_penalty(config, db_url: str, assignment: str, student: str) -> None:
+    """nbgrader's own AssignLatePenalties on the stored scores (it reads the notebook's score from
+    the gradebook, manual scores included); the notebook it is given is not used."""
+    from nbformat.v4 import new_notebook
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    from autograder.notebook import ASSIGNMENT
+
+    resources = {"nbgrader": {"notebook": ASSIGNMENT, "assignment": assignment, "student": student, "db_url": db_url}}
+    AssignLatePenalties(config=config).preprocess(new_notebook(), resources)
+
+
+# ------------------------------------------------------------------------------------------------
+# What it leaves: per-student results files, the table, the CSV
+# ------------------------------------------------------------------------------------------------
+
+def results_path(course: Path, assignment: str, student: str) -> Path:
+    """The isolated grade of one student as Gradescope results.json, with extra_data["flags"]
+    (a list of strings) and extra_data["written_to_gradebook"] (grade id -> score and reason)."""
+    return Path(course) / STORE / assignment / f"{student}.json"
+
+
+def save_student_results(path: Path, student: Student, wrote: bool) -> None:
+    from autograder import results
+
+    data = json.loads(json.dumps(student.results))
+    data["extra_data"] |= {"student": student.name, "flags": student.flags, "extraction_notes": student.notes,
+                           "in_kernel": student.in_kernel,
+                           "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}
+    results.write_json_atomic(path, data)
+
+
+def table(students: list) -> str:
+    width = max([len("student"), *(len(s.name) for s in students)])
+    lines = [f"{'student':<{width}} {'in kernel':>10} {'isolated':>10}  flags"]
+    for s in students:
+        kernel = f"{sum(s.in_kernel.values()):g}" if s.in_kernel else "-"
+        isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
+        state = (f"FAILED: {s.error}" if s.error else
+                 "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
+        lines.append(f"{s.name:<{width}} {kernel:>10} {isolated:>10}  {state}")
+        lines += [f"{'':<{width}}   note: {note}" for note in s.notes]
+        scores = [c for c in s.changes if "->" in c or "removed" in c]  # every one is in the CSV
+        if scores:
+            lines.append(f"{'':<{width}}   wrote: {len(scores)} cell score(s)")
+        lines += [f"{'':<{width}}   wrote: {change}" for change in s.changes if change not in scores]
+    return "\n".join(lines)
+
+
+def csv_report(students: list) -> str:
+    parts = sorted({p for s in students for p in s.in_kernel})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["student", "status", "in_kernel", "isolated",
+                     *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
+                     "flags", "notes", "written", "error"])
+    for s in students:
+        isolated = s.isolated
+        writer.writerow([s.name, s.status, round(sum(s.in_kernel.values()), 4) if s.in_kernel else "",
+                         round(sum(isolated.values()), 4) if s.results else "",
+                         *(value for p in parts for value in (s.in_kernel.get(p, ""), isolated.get(p, ""))),
+                         "; ".join(s.flags), "; ".join(s.notes), "; ".join(s.changes), s.error])
+    return buffer.getvalue()
