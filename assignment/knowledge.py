@@ -74,3 +74,15 @@ Q9_ANSWER = None
 #   "d": all $j$, but with smaller weights for $j > i$
 # Answer with one of "a", "b", "c", "d" (a string).
 Q10_ANSWER = None
+
+# W1 (written answer, 1 point(s), graded by hand, not by the autograder). In two or three
+#   sentences: what would go wrong in training if the scores were *not* divided by $\sqrt{d_k}$,
+#   and why does it get worse as $d_k$ grows?
+# Answer in a sentence or three, as a string.
+W1_ANSWER = ""
+
+# W2 (written answer, 1 point(s), graded by hand, not by the autograder). Name one model or task
+#   that uses self-attention and one that uses cross-attention, and say in one sentence what
+#   each attends to.
+# Answer in a sentence or three, as a string.
+W2_ANSWER = ""

@@ -78,7 +78,8 @@ def failure(name: str, status: str, message: str, max_units: int, isolation: str
 
 def load_submission(ctx: GradingContext, grade: Grade) -> Grade:
     sub = submission.load(ctx.path, ctx.workdir)
-    return replace(grade, submission=sub.name, source=sub.source, knowledge_answers=sub.knowledge)
+    return replace(grade, submission=sub.name, source=sub.source, knowledge_answers=sub.knowledge,
+                   notes=grade.notes + sub.notes)
 
 
 def static_scan(ctx: GradingContext, grade: Grade) -> Grade:

@@ -11,8 +11,9 @@ it: `knowledge_feedback = "total"` or `"per_question"` (always), or `due = <TOML
 before, per question after; without either, the total only).
 """
 import ast
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
 QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
 KEY_FILE = KNOWLEDGE_KEY
 ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
+# The student release has no course/ folder: `check` reads the questions from this copy, written
+# by `release` (autograder/release.py) so that it can say what is wrong with the form of an answer.
+RELEASED_QUESTIONS = Path(__file__).with_name("knowledge_questions.json")
 
 # What a well-formed answer of each kind is, and when it is correct: one Python expression each over
 # the answer variable `{v}` and the key `{key}`. The notebook's test cells run exactly these
@@ -78,7 +82,10 @@ class Unreadable:
 
 
 def questions(path: Path = QUESTIONS_FILE) -> list:
-    data = toml.loads(Path(path).read_text())
+    if not Path(path).is_file() and RELEASED_QUESTIONS.is_file():  # the student release: no course/
+        data = {"question": json.loads(RELEASED_QUESTIONS.read_text())}
+    else:
+        data = toml.loads(Path(path).read_text())
     found = [Question(**q) for q in data["question"]]
     kinds = set(FORM) | {"written"}
     for q in found:
@@ -87,6 +94,11 @@ def questions(path: Path = QUESTIONS_FILE) -> list:
         if q.autograded != bool(ANSWER_NAME.match(q.variable)):
             raise ValueError(f"{path}: autograded questions are named Q<n>, written ones W<n>; got {q.id}")
     return found
+
+
+def released_questions(all_questions: list) -> str:
+    """RELEASED_QUESTIONS' text: the questions without their marking guides, which are for graders."""
+    return json.dumps([{k: v for k, v in asdict(q).items() if k != "guide"} for q in all_questions], indent=1) + "\n"
 
 
 def autograded(all_questions: list) -> list:
@@ -118,19 +130,55 @@ def read_answers(source: str) -> dict:
 
 def check(question: Question, key, answer) -> tuple:
     """(passed, message for the student); the message never gives the key away."""
-    if answer is None:
-        return False, f"{question.id}: not answered ({question.variable} is None)"
-    if isinstance(answer, Unreadable):
-        return False, (f"{question.id}: {question.variable} = {answer.source[:60]} is not a literal value; "
-                       f"answer with {question.how_to_answer()}")
-    # Only literals reach eval (see read_answers), and the expressions are the module's own.
-    scope = {"__builtins__": {"isinstance": isinstance, "str": str, "bool": bool, "int": int,
-                              "float": float, "abs": abs, "max": max}, question.variable: answer}
-    if not eval(question.form_check(), scope):  # noqa: S307
-        return False, f"{question.id}: answer with {question.how_to_answer()}"
-    if not eval(question.correct_check(key), scope):  # noqa: S307
+    problem = form_problem(question, answer)
+    if problem:
+        return False, problem
+    if not eval(question.correct_check(key), _scope(question, answer)):  # noqa: S307
         return False, f"{question.id}: {WRONG}"
     return True, f"{question.id}: correct"
+
+
+def form_problem(question: Question, answer) -> str | None:
+    """What is wrong with the form of an answer (None when it is a value of the right kind): what
+    `check` on a student's machine can say without the key."""
+    if answer is None:
+        return f"{question.id}: not answered ({question.variable} is None)"
+    if isinstance(answer, Unreadable):
+        folded = _folded(answer.source)
+        fix = (f"write {folded!r}" if folded is not None and question.kind == "number"
+               else f"answer with {question.how_to_answer()}")
+        return f"{question.id}: {question.variable} = {answer.source[:60]} is not a literal value: {fix}"
+    if not eval(question.form_check(), _scope(question, answer)):  # noqa: S307
+        return f"{question.id}: answer with {question.how_to_answer()}"
+    return None
+
+
+def _scope(question: Question, answer) -> dict:
+    # Only literals reach eval (see read_answers), and the expressions are the module's own.
+    return {"__builtins__": {"isinstance": isinstance, "str": str, "bool": bool, "int": int,
+                             "float": float, "abs": abs, "max": max}, question.variable: answer}
+
+
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b}
+
+
+def _folded(source: str):
+    """The number an arithmetic expression of number literals comes to (64 // 8 -> 8), for the
+    message; None for anything else. Nothing is run: the tree is walked here, + - * / // only."""
+    def value(node):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float) and abs(node.value) < 1e12:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(node.op)](value(node.left), value(node.right))
+        raise ValueError("not arithmetic on numbers")
+
+    try:
+        return value(ast.parse(source, mode="eval").body)
+    except (ValueError, TypeError, SyntaxError, ZeroDivisionError, RecursionError, OverflowError):
+        return None
 
 
 FEEDBACK_MODES = ("total", "per_question")
@@ -189,14 +237,20 @@ def total_row(rows: list, points: float) -> dict:
 
 
 def answers_module(all_questions: list) -> str:
-    """assignment/knowledge.py: the autograded questions as comments, each answer variable None."""
+    """assignment/knowledge.py: every question of the notebook as comments, each autograded answer
+    variable None; written questions (graded by hand) are marked so and answered as a string."""
     lines = ['"""Knowledge check, for students who work in files rather than in the notebook.',
              "",
              "Replace each None with your answer. The grader reads the values you assign (a string,",
              "True/False or a number) without running this file, so write plain values, not expressions.",
              "The same questions are in assignment/mhsa.ipynb; answer in one place or the other.",
              '"""']
-    for q in autograded(all_questions):
+    for q in all_questions:
+        if not q.autograded:  # the same question as the notebook's, graded by a person, not here
+            lines += ["", *_comment(f"{q.id} (written answer, {q.points:g} point(s), graded by hand, not by the "
+                                    f"autograder). {q.text}"),
+                      "# Answer in a sentence or three, as a string.", f'{q.variable} = ""']
+            continue
         lines += ["", *_comment(f"{q.id}. {q.text}")]
         lines += [f'#   "{letter}": {text}' for letter, text in q.choices.items()]
         lines += [f"# Answer with {q.how_to_answer()}.", f"{q.variable} = None"]

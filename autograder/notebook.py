@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import knowledge
+from autograder import knowledge, stubs
 from autograder import rubric as rubric_file
 from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
 
@@ -236,8 +236,13 @@ def student_version(source: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """A notebook as _dumps writes it: nbgrader's output in a byte-stable form."""
-    return _dumps(json.loads(text))
+    """A notebook as _dumps writes it: nbgrader's output in a byte-stable form, its bare stubs
+    (`raise NotImplementedError()`) given the message of the .py stubs."""
+    released = json.loads(text)
+    for cell in released["cells"]:
+        if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("solution"):
+            cell["source"] = stubs.named_raises("".join(cell["source"]))
+    return _dumps(released)
 
 
 # ------------------------------------------------------------------------------------------------

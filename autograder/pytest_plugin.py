@@ -46,14 +46,34 @@ def pytest_configure(config):
                                        "the test of the same function that compares with an oracle")
 
 
-def resolve_impl(value: str) -> Path:
-    named = {"assignment": paths.ASSIGNMENT, "reference": paths.REFERENCE}
-    path = named.get(value, Path(value))
-    if path.is_dir():
-        path = path / "mhsa.py"
-    if not path.is_file():
-        raise pytest.UsageError(f"--impl {value}: no such file {path}")
+def resolve_impl(value: str, workdir: Path) -> Path:
+    """The mhsa.py to test: a .py as it is (tracebacks and breakpoints point at it), the file a folder's
+    route picks (autograder/route.py), a notebook's program extracted into `workdir`."""
+    from autograder import route, submission
+
+    named = {"assignment": paths.ASSIGNMENT_DIR, "reference": paths.REFERENCE}
+    try:
+        path = route.pick(named.get(value, Path(value))).path
+        if path.suffix == ".ipynb":
+            path = submission.load(path, workdir).source
+    except submission.GradingError as err:
+        raise pytest.UsageError(f"--impl {value}: {err}") from None
     return path.resolve()
+
+
+def pytest_sessionstart(session):
+    """Say which file is tested when a folder offered a choice (a filled notebook beside the stub),
+    even under -q."""
+    from autograder import route, submission
+
+    value = session.config.getoption("impl")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    try:
+        note = route.pick({"assignment": paths.ASSIGNMENT_DIR}.get(value, Path(value))).note
+    except submission.GradingError:
+        return  # said when the impl fixture is set up
+    if note and reporter is not None:
+        reporter.write_line(note)
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +87,7 @@ def impl(request) -> Backend:
     if provided is not None:
         yield provided
         return
-    path = resolve_impl(config.getoption("impl"))
+    path = resolve_impl(config.getoption("impl"), request.getfixturevalue("tmp_path_factory").mktemp("impl"))
     mode = config.getoption("isolation")
     if mode == "inprocess":
         backend = open_in_process(path)

@@ -38,7 +38,10 @@ def write_generated() -> list:
 RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "pyproject.toml",
                    "requirements.txt", "setup_venv.py"]
 NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
+# `grade` needs the hidden tests and the knowledge key, which a student release never holds: the
+# CLI leaves out a command whose module is missing (autograder/cli.py).
 RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
+                            "autograder/commands/grade.py",
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
                             "autograder/gradescope.py", "autograder/commands/gradebook.py",
                             "autograder/commands/report.py", "autograder/classreport"]
@@ -67,6 +70,10 @@ def build_release(out: Path) -> Path:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
+    from autograder import knowledge
+
+    (out / knowledge.RELEASED_QUESTIONS.relative_to(REPO)).write_text(
+        knowledge.released_questions(knowledge.questions()))
     student_readme = REPO / "docs" / "student-README.md"
     shutil.copy2(student_readme, out / "README.md")
     leaks = find_leaks(out)

@@ -1,5 +1,6 @@
 """Student stubs from the reference: every `### BEGIN SOLUTION` ... `### END SOLUTION` region
-becomes a NotImplementedError that names the function and points to the handout."""
+becomes a NotImplementedError that names the function and points to the handout (the notebook's
+solution cells get the same message: named_raises)."""
 import ast
 import re
 
@@ -21,8 +22,7 @@ def generate_stubs(source: str) -> str:
             if name is None:
                 raise ValueError(f"line {number}: a solution region must sit inside a function body")
             out.append(f"{indent}# YOUR CODE HERE\n")
-            out.append(f'{indent}raise NotImplementedError("{name} is not implemented yet: '
-                       f'see \'{name.split(".")[0]}\' in {HANDOUT}")\n')
+            out.append(_raise_line(indent, name))
         elif END.match(line):
             if not inside:
                 raise ValueError(f"line {number}: END SOLUTION without BEGIN SOLUTION")
@@ -32,6 +32,26 @@ def generate_stubs(source: str) -> str:
     if inside:
         raise ValueError("a solution region is not closed")
     return "".join(out)
+
+
+def _raise_line(indent: str, name: str) -> str:
+    return (f'{indent}raise NotImplementedError("{name} is not implemented yet: '
+            f'see \'{name.split(".")[0]}\' in {HANDOUT}")\n')
+
+
+BARE_RAISE = re.compile(r"^(?P<indent>\s*)raise NotImplementedError\(\)\s*$")
+
+
+def named_raises(source: str) -> str:
+    """`source` with each bare `raise NotImplementedError()` (nbgrader's stub) given the message of
+    the .py stubs, so that the notebook and mhsa.py say the same thing."""
+    owners = _enclosing_functions(source)
+    lines = source.splitlines(keepends=True)
+    for number, line in enumerate(lines, start=1):
+        bare = BARE_RAISE.match(line)
+        if bare and number in owners:
+            lines[number - 1] = _raise_line(bare["indent"], owners[number]).rstrip("\n") + line[len(line.rstrip("\n")):]
+    return "".join(lines)
 
 
 def solution_lines(source: str) -> list:

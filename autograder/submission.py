@@ -9,7 +9,7 @@ import os
 import shutil
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MAX_SUBMISSION_BYTES = 4 << 20  # far above any real mhsa.py or notebook (the reference is ~20 KB)
@@ -25,6 +25,7 @@ class Submission:
     origin: Path           # what was handed in
     source: Path           # the mhsa.py that is graded (a private copy)
     knowledge: dict | None  # knowledge-check answers, read without running anything; None if absent
+    notes: tuple = ()       # which file of a folder was graded and why, when there was a choice
 
 
 def load(path: Path, workdir: Path) -> Submission:
@@ -34,7 +35,7 @@ def load(path: Path, workdir: Path) -> Submission:
     if not path.exists():
         raise GradingError(f"{path}: no such file or folder")
     target = Path(workdir) / "mhsa.py"
-    knowledge_file = None
+    knowledge_file, notes = None, ()
     if path.suffix == ".ipynb":
         from autograder import notebook
 
@@ -44,15 +45,14 @@ def load(path: Path, workdir: Path) -> Submission:
         target.write_text(source)
         return Submission(path.stem, path, target, answers)
     if path.is_dir():
-        refuse_link(path / "assignment")  # a linked folder would lead anywhere, O_NOFOLLOW or not
-        folder = path / "assignment" if _regular(path / "assignment" / "mhsa.py") else path
-        notebooks = sorted(p for p in folder.glob("*.ipynb") if _regular(p))
-        if not _regular(folder / "mhsa.py") and notebooks:
-            return load(notebooks[0], workdir)
-        if not os.path.lexists(folder / "mhsa.py"):
-            raise_missing(path)
-        target.write_bytes(read_regular(folder / "mhsa.py"))
-        knowledge_file = folder / "knowledge.py"
+        from autograder import route  # the one rule for which file of a folder is the work
+
+        chosen = route.pick(path)
+        if chosen.path.suffix == ".ipynb":
+            return replace(load(chosen.path, workdir), notes=(chosen.note,))
+        target.write_bytes(read_regular(chosen.path))
+        knowledge_file = chosen.knowledge
+        notes = (chosen.note,) if chosen.note else ()
     elif path.suffix == ".py":
         target.write_bytes(read_regular(path))
     else:
@@ -62,7 +62,7 @@ def load(path: Path, workdir: Path) -> Submission:
         from autograder import knowledge
 
         answers = knowledge.read_answers(read_regular(knowledge_file).decode("utf-8", "replace"))
-    return Submission(path.name.removesuffix(".py"), path, target, answers)
+    return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
 
 
 def refuse_link(path: Path) -> None:
@@ -91,14 +91,6 @@ def read_regular(path: Path) -> bytes:
     if len(data) > MAX_SUBMISSION_BYTES:  # grew while being read
         raise GradingError(f"{path}: over the {MAX_SUBMISSION_BYTES:,} byte limit")
     return data
-
-
-def _regular(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink()
-
-
-def raise_missing(path):
-    raise GradingError(f"{path}: the folder holds no mhsa.py (nor assignment/mhsa.py, nor a notebook)")
 
 
 def safe_to_hide(path: Path) -> bool:
