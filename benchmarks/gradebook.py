@@ -1,0 +1,94 @@
+"""How long the nbgrader route takes for a class: `nbgrader autograde`, then the isolated pass of
+`python -m autograder gradebook` cold (every notebook graded in isolation), warm (the cache) and
+with --write; with an estimate for 300 notebooks.
+
+    python benchmarks/gradebook.py                      # 12 notebooks, --jobs 2
+    python benchmarks/gradebook.py --students 24 --jobs 4
+
+The notebooks are the simulated class of tests/test_nbgrader_course.py (full, partial, a syntax
+error, a helper cell, wrong answers, two tamperers, the untouched release...; the empty file left
+out), repeated as needed, in a course folder built in a temporary directory. Prints the figures
+that docs/benchmarks/nbgrader.md records, with the machine they were measured on.
+"""
+import argparse
+import importlib.util
+import itertools
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def simulated_class():
+    spec = importlib.util.spec_from_file_location("nbgrader_course", REPO / "tests" / "test_nbgrader_course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(args, cwd) -> tuple:
+    """(wall seconds, CPU seconds of the command and every process it waited for). On a shared
+    machine the wall time depends on the load; the CPU time much less."""
+    started, cpu = time.monotonic(), os.times()
+    done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode not in (0, 1):  # gradebook exits 1 when a notebook is flagged
+        raise SystemExit(f"{args} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    now = os.times()
+    return time.monotonic() - started, now.children_user + now.children_system - cpu.children_user - cpu.children_system
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--class-size", type=int, default=300, help="the class the estimate is for")
+    args = parser.parse_args()
+    sim = simulated_class()
+    scratch = Path(tempfile.mkdtemp(prefix="mhsa-nbgrader-bench-"))
+    try:
+        (scratch / "autograder").symlink_to(REPO / "autograder")
+        root = scratch / "course"
+        shutil.copytree(REPO / "course", root, ignore=shutil.ignore_patterns(
+            "release", "submitted", "autograded", "feedback", "downloaded", "isolated", "gradebook.db",
+            "__pycache__", ".ipynb_checkpoints"))
+        timed(["nbgrader", "generate_assignment", sim.A], root)
+        release = (root / "release" / sim.A / f"{sim.A}.ipynb").read_text()
+        source = (root / "source" / sim.A / f"{sim.A}.ipynb").read_text()
+        notebooks = [content for student, content in sorted(sim.class_notebooks(release, source).items())
+                     if student != sim.EMPTY]
+        for number, content in zip(range(args.students), itertools.cycle(notebooks)):
+            target = root / "submitted" / f"s{number:03d}" / sim.A / f"{sim.A}.ipynb"
+            target.parent.mkdir(parents=True)
+            target.write_bytes(content)
+        n = args.students
+        load = os.getloadavg()[0]
+        autograde, autograde_cpu = timed(["nbgrader", "autograde", sim.A], root)
+        gradebook = ["autograder", "gradebook", "--course", str(root), "--jobs", str(args.jobs)]
+        cold, cold_cpu = timed(gradebook, REPO)
+        warm, _ = timed(gradebook, REPO)
+        write, _ = timed([*gradebook, "--write"], REPO)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    cores = os.cpu_count()
+    print(f"machine: {platform.machine()}, {cores} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load:.1f} at the start")
+    print(f"notebooks: {n}, gradebook --jobs {args.jobs}")
+    print(f"nbgrader autograde: {autograde:.0f} s wall ({autograde / n:.1f} s a notebook), "
+          f"{autograde_cpu / n:.1f} CPU s a notebook")
+    print(f"gradebook, cold (isolated grades): {cold:.0f} s wall ({cold / n:.1f} s a notebook), "
+          f"{cold_cpu / n:.1f} CPU s a notebook")
+    print(f"gradebook, warm (cached): {warm:.1f} s; --write (cached): {write:.1f} s")
+    size, parallel = args.class_size, min(args.jobs, cores)
+    print(f"estimate for {size} notebooks, gradebook cold: {cold / n * size / 60:.0f} min at this run's pace; "
+          f"{cold_cpu / n * size / parallel / 60:.0f} min on {parallel} idle cores (CPU time / {parallel})")
+
+
+if __name__ == "__main__":
+    main()
