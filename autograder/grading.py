@@ -21,7 +21,7 @@ import pytest
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
 from autograder.pytest_plugin import GRADER_BACKEND
-from autograder.scoring import UNITS, PartScore, Row, TestResult, to_units
+from autograder.scoring import PartScore, Points, Row, TestResult, to_units
 from autograder.submission import GradingError
 
 SEED_NOTE = "inputs: torch.manual_seed(crc32(test id)) per test; hypothesis derandomized, no database"
@@ -29,7 +29,7 @@ STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" ha
 
 
 @dataclass(frozen=True)
-class Grade:
+class Grade(Points):
     submission: str
     isolation: str
     suites: tuple
@@ -54,14 +54,6 @@ class Grade:
     @property
     def max_units(self) -> int:
         return scoring.total_units(self.parts)[1] if self.status == "graded" else self.max_units_if_failed
-
-    @property
-    def score(self) -> float:
-        return self.units / UNITS
-
-    @property
-    def max_score(self) -> float:
-        return self.max_units / UNITS
 
 
 def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),

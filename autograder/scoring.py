@@ -8,8 +8,20 @@ from dataclasses import dataclass, field, replace
 UNITS = 10_000  # a point's smallest share
 
 
+class Points:
+    """`score` and `max_score` in points, from the whole `units` and `max_units` of a record."""
+
+    @property
+    def score(self) -> float:
+        return self.units / UNITS
+
+    @property
+    def max_score(self) -> float:
+        return self.max_units / UNITS
+
+
 @dataclass(frozen=True)
-class TestResult:
+class TestResult(Points):
     __test__ = False  # a record of a test, not a test class for pytest to collect
     nodeid: str
     part: str
@@ -29,17 +41,9 @@ class TestResult:
         """The test function's name with its parameters, as in the node id."""
         return self.nodeid.rsplit("::", 1)[-1]
 
-    @property
-    def score(self) -> float:
-        return self.units / UNITS
-
-    @property
-    def max_score(self) -> float:
-        return self.max_units / UNITS
-
 
 @dataclass(frozen=True)
-class PartScore:
+class PartScore(Points):
     name: str
     title: str
     units: int
@@ -48,17 +52,9 @@ class PartScore:
     notes: tuple = ()     # why points were taken or why the part was not graded
     diagnosis: str = ""   # the likely misconception behind this part's failures, if one matched
 
-    @property
-    def score(self) -> float:
-        return self.units / UNITS
-
-    @property
-    def max_score(self) -> float:
-        return self.max_units / UNITS
-
 
 @dataclass(frozen=True)
-class Row:
+class Row(Points):
     """A result row that is not a test: one knowledge-check question, or the timing verdict."""
     name: str
     part: str
@@ -66,14 +62,6 @@ class Row:
     units: int
     max_units: int
     output: str = ""
-
-    @property
-    def score(self) -> float:
-        return self.units / UNITS
-
-    @property
-    def max_score(self) -> float:
-        return self.max_units / UNITS
 
 
 def to_units(points: float) -> int:
