@@ -2,7 +2,8 @@
 
 Replace each None with your answer. The grader reads the values you assign (a string,
 True/False or a number) without running this file, so write plain values, not expressions.
-The same questions are in assignment/mhsa.ipynb; answer in one place or the other.
+The same questions are in assignment/mhsa.ipynb: answer here when your code is in mhsa.py,
+in the notebook when your code is there (the file graded decides which answers count).
 """
 
 # Q1. What makes attention *self*-attention?

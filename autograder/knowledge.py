@@ -243,7 +243,8 @@ def answers_module(all_questions: list) -> str:
              "",
              "Replace each None with your answer. The grader reads the values you assign (a string,",
              "True/False or a number) without running this file, so write plain values, not expressions.",
-             "The same questions are in assignment/mhsa.ipynb; answer in one place or the other.",
+             "The same questions are in assignment/mhsa.ipynb: answer here when your code is in mhsa.py,",
+             "in the notebook when your code is there (the file graded decides which answers count).",
              '"""']
     for q in all_questions:
         if not q.autograded:  # the same question as the notebook's, graded by a person, not here
