@@ -8,19 +8,22 @@ worker's own directory. Every case runs at the strongest level this machine has,
 """
 import importlib.util
 import os
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from autograder import grading, results
+from autograder import errors, grading, results, submission
 from autograder import rubric as rubric_file
 from autograder.isolation import resolve
+from autograder.paths import REFERENCE
 
 CORPUS = rubric_file.REPO / "examples" / "adversarial"
 FORGED_CANARY = Path("/tmp/mhsa-adversarial-forged.json")  # a path forge_results.py writes to
 ORPHAN_MARKER = b"mhsa-adversarial-orphan"  # in the command line of spawn_background.py's orphan
+OTHER_CHECKOUT = Path("/tmp/mhsa-adversarial-checkout")  # the path other_checkout.py reads
 
 
 def _load_corpus():
@@ -32,10 +35,21 @@ def _load_corpus():
 
 CASES = _load_corpus().cases()
 RUBRIC = rubric_file.load()
-# Short limits keep the corpus quick; the import limit still covers importing torch on a busy machine.
-FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=3.0, import_timeout=30.0, memory_mb=3072))
+# Short limits keep the corpus quick; both still cover a call and importing torch on a busy machine.
+FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0, memory_mb=3072))
 RUNS = [pytest.param(c, "auto", id=f"{c.name}-auto") for c in CASES] + \
        [pytest.param(c, "process", id=f"{c.name}-process") for c in CASES if c.process]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def other_checkout():
+    """A second copy of the reference at a fixed path outside the repository, for other_checkout.py."""
+    target = OTHER_CHECKOUT / "reference" / "mhsa.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(REFERENCE.read_text())
+    OTHER_CHECKOUT.chmod(0o755)
+    yield
+    shutil.rmtree(OTHER_CHECKOUT, ignore_errors=True)
 
 
 @pytest.fixture
@@ -90,14 +104,22 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene):
     losing = set(grade.parts) if case.loses == "all" else set(case.loses)
     assert set(grade.parts) >= losing
     text = feedback(grade)
-    for name, part in grade.parts.items():
-        if name in losing:
-            assert part.score < part.max_score, f"{name} kept full credit"
-        else:
-            assert part.score == part.max_score, f"{name} lost points it should keep:\n{text[:3000]}"
+    if case.refused:  # the static scan zeroes every code part; the tests show the run-time defences
+        assert case.refused.lower() in text.lower(), text[:3000]
+        assert all(part.score == 0 for name, part in grade.parts.items() if RUBRIC.parts[name].functions)
+        tested = {t.part for t in grade.tests}
+        failing = {t.part for t in grade.tests if not t.passed}
+        assert failing == losing & tested, f"tests failed in {failing}, expected {losing & tested}:\n{text[:3000]}"
+    else:
+        for name, part in grade.parts.items():
+            if name in losing:
+                assert part.score < part.max_score, f"{name} kept full credit"
+            else:
+                assert part.score == part.max_score, f"{name} lost points it should keep:\n{text[:3000]}"
     if case.base == "stubs":
         assert grade.score == 0, "a cheat on the stubs gained points"
     assert case.message.lower() in text.lower(), text[:3000]
+    assert not errors.CONTROL.search(text), "a control character reached the student's feedback"
 
 
 def test_reading_the_reference_works_when_nothing_is_hidden(tmp_path, monkeypatch):
@@ -117,4 +139,41 @@ def test_the_corpus_covers_the_brief():
                      "exit_in_function", "os_exit", "segfault", "loop_at_import", "loop_in_function",
                      "memory_bomb", "print_flood", "wrong_shape", "wrong_dtype", "wrong_device", "nan",
                      "lying_subclass", "read_hidden", "forge_results", "monkeypatch_compare", "zero_inputs",
-                     "spawn_background", "forbidden_getattr", "forbidden_torch_ops"}
+                     "spawn_background", "forbidden_getattr", "forbidden_torch_ops", "disable_monitor",
+                     "thread_attention", "utf7_hidden_import", "builtins_lookup", "computed_private",
+                     "interpreter_modules", "huge_message", "replace_describe", "large_output", "malformed_reply",
+                     "stop_reading", "fill_disk", "dir_fd_read", "other_checkout", "network"}
+
+
+@pytest.mark.parametrize("target", [REFERENCE, Path("/dev/zero")], ids=["reference", "dev-zero"])
+@pytest.mark.parametrize("layout", ["folder", "file"])
+def test_a_linked_submission_is_refused_before_anything_is_read(tmp_path, target, layout):
+    """A submission that is (or holds) a symbolic link to the reference or to /dev/zero: the grader
+    refuses it without reading through the link (no full marks, no disk filled)."""
+    if layout == "folder":
+        (tmp_path / "sub").mkdir()
+        (tmp_path / "sub" / "mhsa.py").symlink_to(target)
+        path = tmp_path / "sub"
+    else:
+        path = tmp_path / "sub.py"
+        path.symlink_to(target)
+    with pytest.raises(submission.GradingError, match="symbolic link"):
+        grading.grade(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
+
+
+def test_a_submission_that_is_not_a_regular_file_is_refused(tmp_path):
+    (tmp_path / "sub").mkdir()
+    os.mkfifo(tmp_path / "sub" / "mhsa.py")
+    with pytest.raises(submission.GradingError, match="not a regular file"):
+        submission.load(tmp_path / "sub", tmp_path)
+
+
+def test_hiding_the_folder_that_holds_the_workers_does_not_hide_the_worker(tmp_path, monkeypatch):
+    """`grade --results /tmp/x.json` hides /tmp, where the workers' folders live: the reference
+    must still get full marks at the process level."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    source = tmp_path / "reference.py"
+    source.write_text(REFERENCE.read_text())
+    grade = grading.grade(source, suites=("public",), isolation="process", hide=[tmp_path], rubric=FAST,
+                          extras=False)
+    assert grade.score == grade.max_score > 0

@@ -25,10 +25,12 @@ class Case:
     loses: tuple | str  # rubric parts, or "all"
     message: str
     process: bool
+    refused: str = ""   # a fragment of the static scan's finding, when the scan refuses the case
+    prepend: str = ""   # lines put before the base (a coding line must be in the first two)
 
     def source(self) -> str:
         snippet = (HERE / "cases" / f"{self.name}.py").read_text()
-        return f"{BASES[self.base].read_text()}\n\n# ---- adversarial case: {self.name} ----\n{snippet}"
+        return f"{self.prepend}{BASES[self.base].read_text()}\n\n# ---- adversarial case: {self.name} ----\n{snippet}"
 
 
 def cases() -> list[Case]:
@@ -37,7 +39,8 @@ def cases() -> list[Case]:
     if sorted(manifest) != found:
         raise ValueError(f"manifest.toml and cases/ disagree: {sorted(set(manifest) ^ set(found))}")
     return [Case(name, spec["base"], spec["loses"] if spec["loses"] == "all" else tuple(spec["loses"]),
-                 spec["message"], bool(spec.get("process", False))) for name, spec in manifest.items()]
+                 spec["message"], bool(spec.get("process", False)), spec.get("refused", ""),
+                 spec.get("prepend", "")) for name, spec in manifest.items()]
 
 
 def build(out: Path) -> list[Path]:
