@@ -80,3 +80,18 @@ def test_diagnosis_through_a_worker(tmp_path):
 @pytest.mark.parametrize("part", sorted(PROBES))
 def test_a_correct_part_gets_no_diagnosis(part):
     assert diagnose(InProcessBackend(REFERENCE), [part]) == {}
+
+
+def test_a_function_left_as_its_stub_does_not_hide_a_mistake(tmp_path):
+    """head_loop's self-attention never calls split_heads/merge_heads: with those left unimplemented,
+    its own mistake (v taken from q) is still named, and the stubbed heads part gets nothing."""
+    mutant = next(m for m in MUTANTS if m.id == "loop-v-from-q")
+    source = mutant.source()
+    for name in ("split_heads", "merge_heads"):
+        signature_end = source.index(":\n", source.index(f"def {name}(")) + 1
+        source = source[:signature_end] + f'\n    raise NotImplementedError("{name}")' + \
+            source[source.index("\n\n\n", signature_end):]
+    path = tmp_path / "stubbed_heads.py"
+    path.write_text(source)
+    named = {part: m.id for part, m in identify(InProcessBackend(path), ["heads", "mhsa", "block"]).items()}
+    assert named == {"mhsa": "v-from-q", "block": "v-from-q"}

@@ -441,14 +441,19 @@ class Evidence:
                 self._shows[part, m.id] = any(behaves_like(self.session, part, knobs) for knobs in m.variants)
         return self._shows[part, m.id]
 
+    def stub(self, part) -> bool:
+        return all(self.session.observe(key, call).raised == "NotImplementedError"
+                   for key, call in PROBES[part].items())
+
     def correct(self, part) -> bool:
         if part not in self._correct:
             self._correct[part] = _correct_on(self.session, part, PROBES[part])
         return self._correct[part]
 
     def explained(self, part, m) -> bool:
-        """Whatever the part gets wrong on its probes, the misconception predicts it."""
-        if self.correct(part):
+        """Whatever the part gets wrong on its probes, the misconception predicts it (a part left as
+        its stub is not called by working code, so it explains nothing and hides nothing)."""
+        if self.correct(part) or self.stub(part):
             return True
         if part not in m.parts:
             return False
