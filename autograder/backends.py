@@ -27,6 +27,7 @@ class Backend:
     isolation = "none"
 
     def run(self, call: Call) -> Outcome:
+        __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
         outcome = self._run(call)
         if outcome.forbidden:
             raise errors.ForbiddenApiError(
@@ -62,6 +63,7 @@ class InProcessBackend(Backend):
         spec.loader.exec_module(self.module)
 
     def _run(self, call: Call) -> Outcome:
+        __tracebackhide__ = True
         return Outcome(**executor.execute(self.module, call.to_wire()))
 
 
@@ -79,6 +81,7 @@ class WorkerBackend(Backend):
         self.confinement = []  # what the worker applied to itself (sandbox/confine.py), in words
 
     def _run(self, call: Call) -> Outcome:
+        __tracebackhide__ = True
         if len(self._strikes[call.target]) >= STRIKES:
             raise self._strikes[call.target][-1](
                 f"{call.target} timed out or crashed the process {STRIKES} times already, "
@@ -101,11 +104,12 @@ class WorkerBackend(Backend):
         return self._outcome(reply, call)
 
     def _outcome(self, reply, call) -> Outcome:
+        __tracebackhide__ = True
         if not isinstance(reply, dict) or reply.get("status") not in ("ok", "raised"):
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code sent a malformed reply to {call.target}")
         if reply["status"] == "raised":
-            raise errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""))
+            raise errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""), call.signature())
         result = reply.get("result")
         fields = {"output": None, "input_grads": dict, "param_grads": dict, "attributes": dict,
                   "mutated": list, "forbidden": list}

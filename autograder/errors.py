@@ -49,14 +49,17 @@ class ForbiddenApiError(SubmissionError):
 _RAISED = {}
 
 
-def raised(type_name: str, message: str, student_traceback: str) -> SubmissionError:
+def raised(type_name: str, message: str, student_traceback: str, during: str = "") -> SubmissionError:
     """An exception of the student's type (built-ins only) that is also a SubmissionError.
 
-    Its text starts with the type's name: a bare MemoryError or SystemExit has no message at all.
+    Its text starts with the type's name: a bare MemoryError or SystemExit has no message at all;
+    `during` names the call that raised it (its arguments' shapes, from Call.signature()).
     """
     type_name, message, student_traceback = (clean_text(type_name, 100), clean_text(message),
                                              clean_text(student_traceback))
     text = f"{type_name}: {message}".rstrip(": ")
+    if during:
+        text += f"\n\nRaised by the call {during}"
     if student_traceback:
         text += f"\n\nWhere it was raised in your code:\n{student_traceback}"
     base = getattr(builtins, type_name, None)

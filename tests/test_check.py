@@ -123,3 +123,22 @@ def test_handout_points_match_the_rubric_and_every_command():
     assert f"Your course grades out of {total:g}, or out of {without_timing:g} where timing is not run" in handout
     assert f"counts out of {check_max:g}" in " ".join(STUDENT_README.read_text().split())
     assert points_tables(STUDENT_README.read_text()) == []  # one table, in the handout
+
+
+@pytest.mark.parametrize("isolation", ["inprocess", "process"])
+def test_a_failure_shows_the_call_and_only_the_students_frames(tmp_path, isolation):
+    """merge_masks raising inside torch: the message names the call and its arguments, and the
+    traceback holds the test's frame and the student's, not the grader's (nor, from the worker, torch's)."""
+    source = (REPO / "reference" / "mhsa.py").read_text()
+    head = "def merge_masks(attn_mask, key_padding_mask, dtype=torch.float32):\n"
+    assert head in source
+    broken = tmp_path / "mhsa.py"
+    broken.write_text(source.replace(head, head + "    torch.split(torch.zeros(2), [5])\n", 1))
+    result = run([sys.executable, "-m", "pytest", "tests_public", "--impl", str(broken), "--isolation", isolation,
+                  "-x", "-k", "merge_masks_of_nothing"], REPO)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "autograder/" not in result.stdout, result.stdout
+    assert 'mhsa.py", line' in result.stdout or "mhsa.py:" in result.stdout
+    if isolation == "process":
+        assert "Raised by the call merge_masks(None, None)" in result.stdout
+        assert "torch/" not in result.stdout.split("Where it was raised in your code:")[1]

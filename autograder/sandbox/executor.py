@@ -47,6 +47,7 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         self._ops.__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        __tracebackhide__ = True
         name = getattr(func, "__name__", "")
         if any(fragment in name for fragment in self._functions):
             _note(self.used, f"torch function {name}")
@@ -66,6 +67,7 @@ class _OpRecorder(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        __tracebackhide__ = True
         name = func._schema.name
         if name.startswith(self._forbidden):
             _note(self.used, f"operator {name}")
@@ -84,6 +86,7 @@ def forbidden_submodules(module):
 
 def execute(submission, call: dict) -> dict:
     """Runs `call` against the module object `submission`; exceptions propagate to the caller."""
+    __tracebackhide__ = True  # in-process under pytest: the student reads their own frames only
     target = getattr(submission, call["target"], None)
     if target is None:
         raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
