@@ -104,8 +104,10 @@ def _add_text(bundle, name, text, executable=False):
 
 def find_submission(folder: Path) -> Path:
     """What to grade among the uploaded files: the folder of the shallowest mhsa.py (so that the
-    knowledge.py beside it is graded too), else the shallowest notebook, else the upload itself (and
-    the grader says what is missing). Links are never followed: they could lead to the reference."""
+    knowledge.py beside it is graded too, and a notebook beside it is weighed by autograder/route.py,
+    whose note in the results says which file was graded and why), else the shallowest notebook, else
+    the upload itself (and the grader says what is missing). Links are never followed: they could
+    lead to the reference."""
     for pattern in ("mhsa.py", "*.ipynb"):
         found = sorted((p for p in folder.rglob(pattern)
                         if ".ipynb_checkpoints" not in p.parts and not p.is_symlink() and p.is_file()),

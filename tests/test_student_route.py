@@ -72,6 +72,17 @@ def test_grading_a_folder_uses_the_route_and_records_why(tmp_path):
     assert any("still the untouched stub" in note for note in sub.notes)
 
 
+def test_gradescope_upload_of_both_says_which_was_graded(tmp_path):
+    from autograder import gradescope
+
+    upload = folder(tmp_path / "submission" / "assignment", STUB_MODULE, filled_notebook()).parent
+    (tmp_path / "work").mkdir()
+    sub = load(gradescope.find_submission(upload), tmp_path / "work")
+    assert sub.notes and "your notebook" in sub.notes[0] and "still the untouched stub" in sub.notes[0]
+    both = folder(tmp_path / "both", REFERENCE.read_text(), filled_notebook())
+    assert "mhsa.py is the one graded" in load(gradescope.find_submission(both), tmp_path / "work").notes[0]
+
+
 def test_linked_mhsa_py_is_refused_not_skipped(tmp_path):
     work = folder(tmp_path / "sub", ipynb=filled_notebook())
     (work / "mhsa.py").symlink_to(REFERENCE)
