@@ -30,8 +30,8 @@ settings.load_profile("grading")
 def pytest_addoption(parser):
     group = parser.getgroup("mhsa", "multi-head self-attention assignment")
     group.addoption("--impl", default="assignment",
-                    help="submission to test: 'assignment' (default), 'reference', or a path to mhsa.py "
-                         "or to a folder that holds it")
+                    help="submission to test: 'assignment' (default: its mhsa.py, or its filled notebook while "
+                         "mhsa.py is the stub), 'reference', or a path to mhsa.py, a notebook or a folder")
     group.addoption("--isolation", default="inprocess", choices=ISOLATION_CHOICES,
                     help="inprocess (default: debuggable), or run the submission in a worker process: "
                          "process, sandbox (bubblewrap) or auto (the strongest available)")
