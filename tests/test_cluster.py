@@ -1,0 +1,107 @@
+"""Cluster mode (`grade DIR --batch --scheduler ADDRESS`) on a real Dask cluster on localhost.
+
+The scheduler and workers are Dask's own commands in subprocesses (autograder.cluster.LocalCluster),
+each in a process group of its own so that killing one takes its grader slot with it (as a machine
+that dies would); all of them are killed in teardown. The cluster's results must equal the local batch's, submission by submission and
+test by test, even though a worker is killed midway.
+"""
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.cluster import LocalCluster
+from autograder.isolation import sandbox_available
+from autograder.paths import REPO
+
+pytest.importorskip("distributed")
+pytestmark = pytest.mark.skipif(not sandbox_available(), reason="cluster mode needs the sandbox level (bubblewrap)")
+
+ADVERSARIAL = ("network", "segfault", "os_exit")  # reaching out, killing the worker, leaving early
+STARTUP_S = 120
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    running = LocalCluster(tmp_path, workers=2)
+    yield running
+    running.close()
+
+
+def grade_batch(folder: Path, out: Path, *extra, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(folder), "--batch", "--out", str(out),
+                             "--jobs", "2", "--suite", "all", *extra], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def comparable(out: Path) -> dict:
+    """Per submission: score, status and each test's status (not times, not the output's wording of timing)."""
+    found = {}
+    for path in sorted(out.glob("*.json")):
+        data = json.loads(path.read_text())
+        found[path.stem] = (data["score"], data["extra_data"]["status"],
+                            sorted((t["name"], t.get("status")) for t in data["tests"]))
+    return found
+
+
+def test_a_cluster_grades_like_the_local_batch_even_when_a_worker_dies(tmp_path, cluster):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for path in sorted((REPO / "examples" / "submissions").glob("*.py")):
+        shutil.copy(path, folder / path.name)
+    sys.path.insert(0, str(REPO / "examples" / "adversarial"))
+    try:
+        import build as adversarial
+    finally:
+        sys.path.remove(str(REPO / "examples" / "adversarial"))
+    for case in adversarial.cases():
+        if case.name in ADVERSARIAL:
+            (folder / f"adv_{case.name}.py").write_text(case.source())
+
+    local = grade_batch(folder, tmp_path / "local")
+    remote = grade_batch(folder, tmp_path / "cluster", "--scheduler", cluster.address)
+    deadline = time.monotonic() + STARTUP_S + 600
+    while not list((tmp_path / "cluster").glob("*.json")) and remote.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    cluster.kill(cluster.workers[0])  # a grading machine dies midway: its submission is retried on the other
+    remote_output = remote.communicate(timeout=900)[0]
+    local_output = local.communicate(timeout=900)[0]
+    assert remote.returncode == 0, remote_output + (tmp_path / "worker1.log").read_text()[-3000:]
+    assert local.returncode == 0, local_output
+
+    expected = comparable(tmp_path / "local")
+    assert len(expected) == 3 + len(ADVERSARIAL)
+    found = comparable(tmp_path / "cluster")
+    assert found == expected, {name: json.loads((tmp_path / "cluster" / f"{name}.json").read_text())["output"][:2000]
+                               for name in found if found[name] != expected.get(name)}
+    assert expected["reference_copy"][1] == "graded" and expected["stubs"][0] < expected["reference_copy"][0]
+    assert "[6/6]" in remote_output and (tmp_path / "cluster" / "grades.csv").read_text().count("\n") == 7
+
+
+def test_cluster_mode_refuses_the_process_level(tmp_path):
+    (tmp_path / "subs").mkdir()
+    done = grade_batch(tmp_path / "subs", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:9", "--isolation",
+                       "process")
+    output = done.communicate(timeout=300)[0]
+    assert done.returncode == 2
+    assert "needs the sandbox isolation level" in output and "scheduler" in output
+
+
+def test_cluster_mode_refuses_workers_without_the_sandbox(tmp_path):
+    """A worker whose machine falls back to the process level could let student code reach the cluster."""
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    shutil.copy(REPO / "examples" / "submissions" / "stubs.py", folder)
+    unsafe = LocalCluster(tmp_path, workers=1, worker_env={"AUTOGRADER_NO_SANDBOX": "1"})
+    try:
+        done = grade_batch(folder, tmp_path / "out", "--scheduler", unsafe.address)
+        output = done.communicate(timeout=STARTUP_S + 60)[0]
+    finally:
+        unsafe.close()
+    assert done.returncode == 2, output
+    assert "cannot run the sandbox level" in output
+    assert not list((tmp_path / "out").glob("*.json")), "nothing may be graded on an unsafe cluster"
