@@ -130,7 +130,7 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
         "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
     entries = knowledge.grade(answers, part.points)
     shares = scoring.apportion(to_units(part.points), [1] * len(entries))
-    rows = tuple(Row(e["name"], "knowledge", e["status"], share if e["status"] == "passed" else 0, share, e["output"])
+    rows = tuple(Row(e["name"], "knowledge", e["status"], round(share * e["score"] / e["max_score"]), share, e["output"])
                  for e, share in zip(entries, shares))
     return _with_part(replace(grade, rows=(*grade.rows, *rows)),
                       PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),

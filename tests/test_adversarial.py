@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import errors, grading, results, submission
+from autograder import backends, errors, grading, results, submission
 from autograder import rubric as rubric_file
 from autograder.isolation import resolve
 from autograder.paths import REFERENCE
@@ -122,14 +122,17 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene):
     assert not errors.CONTROL.search(text), "a control character reached the student's feedback"
 
 
-def test_reading_the_reference_works_when_nothing_is_hidden(tmp_path, monkeypatch):
-    """The control for read_hidden: the same cheat, at the process level with nothing hidden, does
-    get the reference's marks, so the 0 above is the isolation's doing and not a dud case."""
+def test_reading_the_reference_works_without_isolation(tmp_path, monkeypatch, capsys):
+    """The control for read_hidden: the same cheat run with no isolation at all (in this process,
+    from the repository) does find and run the reference, so the 0 above is the grader's doing
+    (the static scan and the worker's confinement) and not a dud case."""
     case = next(c for c in CASES if c.name == "read_hidden")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    grade = grade_case(case, "process", tmp_path, tmp_path / "nothing", replace(FAST, hidden=()))
-    assert grade.score == grade.max_score > 0
-    assert "cheat: running the reference" in grade.output
+    path = tmp_path / "read_hidden.py"
+    path.write_text(case.source())
+    monkeypatch.chdir(REFERENCE.parents[1])
+    backend = backends.in_process(path)
+    assert "cheat: running the reference" in capsys.readouterr().out
+    assert backend.call("causal_mask", 3).shape == (3, 3), "the stubs would raise NotImplementedError"
 
 
 def test_the_corpus_covers_the_brief():
