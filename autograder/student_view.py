@@ -40,7 +40,9 @@ def report(grade, rubric) -> str:
     lines.append(f"\n  Maximum here: the test-graded parts ({grade.max_score:g} points). Hidden tests, the "
                  "knowledge key and timing are graded by your course.")
     for name in rubric.parts:
-        lines += failures(name, [t for t in grade.tests if t.part == name and not t.passed], rubric)
+        # A forbidden API is said once, in the part's notes above, not again for every test it failed.
+        lines += failures(name, [t for t in grade.tests if t.part == name and not t.passed and not t.forbidden],
+                          rubric)
     if grade.knowledge_answers is not None:
         lines += ["", "Knowledge check (form only):", *(f"  {line}" for line in knowledge_form(grade.knowledge_answers))]
     return "\n".join(lines)
