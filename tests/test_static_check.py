@@ -6,6 +6,18 @@ from autograder.rubric import REPO
 from autograder.static_check import scan
 
 
+def forbidden_parts(source: str, folder) -> dict:
+    """part -> reasons, through the grading pipeline's static-scan stage."""
+    from types import SimpleNamespace
+
+    from autograder import grading
+
+    path = folder / "mhsa.py"
+    path.write_text(source)
+    grade = grading.Grade("mhsa", "process", ("public",), source=path)
+    return grading.static_scan(SimpleNamespace(rubric=rubric_file.load()), grade).forbidden
+
+
 def test_reference_is_clean():
     assert scan((REPO / "reference" / "mhsa.py").read_text()) == []
 
@@ -49,20 +61,16 @@ def test_the_students_own_function_of_the_same_name_is_allowed():
     assert scan(source) == []
 
 
-def test_findings_zero_the_part_of_the_function_they_are_in():
+def test_findings_zero_the_part_of_the_function_they_are_in(tmp_path):
     source = ("import torch.nn.functional as F\n"
               "def scaled_dot_product_attention(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
               "def split_heads(x, h):\n    return x\n")
-    from autograder.grading import forbidden_parts  # the grading pipeline's mapping of findings to parts
-
-    zeroed = forbidden_parts(source, rubric_file.load())
+    zeroed = forbidden_parts(source, tmp_path)
     assert list(zeroed) == ["sdpa"] and "line 3" in zeroed["sdpa"][0]
 
 
-def test_module_level_findings_zero_every_code_part():
-    from autograder.grading import forbidden_parts
-
-    zeroed = forbidden_parts("from torch.nn import MultiheadAttention\n", rubric_file.load())
+def test_module_level_findings_zero_every_code_part(tmp_path):
+    zeroed = forbidden_parts("from torch.nn import MultiheadAttention\n", tmp_path)
     assert set(zeroed) == {"sdpa", "heads", "masks", "mhsa", "block", "timing"}
 
 
