@@ -75,11 +75,13 @@ def load_submission(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
-    """Forbidden APIs in the source: module-level findings zero every code part."""
+    """Forbidden APIs in the source. A finding in a rubric function zeroes its parts; one at module
+    level or in a helper of the student's own (which any function may call) zeroes every code part.
+    The scan reads the bytes, so a file that is not UTF-8 is a finding, not a silent replacement."""
     zeroed = {}
     code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
-    for finding in static_check.scan(grade.source.read_text(errors="replace")):
-        parts = ctx.rubric.part_of(finding.function) if finding.function else code_parts
+    for finding in static_check.scan(grade.source.read_bytes()):
+        parts = (ctx.rubric.part_of(finding.function) if finding.function else []) or code_parts
         for part in parts:
             zeroed.setdefault(part, []).append(f"line {finding.line}: {finding.message}")
     return replace(grade, forbidden=zeroed)

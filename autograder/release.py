@@ -9,7 +9,11 @@ from autograder.stubs import generate_stubs, solution_lines
 def generated_files() -> dict:
     """Committed file (relative path) -> the text the single source of truth generates for it."""
     reference = REFERENCE.read_text()
-    files = {"assignment/mhsa.py": generate_stubs(reference)}
+    stubs = generate_stubs(reference)
+    # The bundled examples are real files, not links: a grader never follows a link (it could lead
+    # to the reference), so linked examples would be skipped.
+    files = {"assignment/mhsa.py": stubs, "examples/submissions/stubs.py": stubs,
+             "examples/submissions/reference_copy.py": reference}
     try:
         from autograder import notebook  # the nbgrader source notebook, where the course has one
     except ImportError:
@@ -20,15 +24,16 @@ def generated_files() -> dict:
 def stale_files() -> list:
     """Generated files whose committed text differs from what the reference generates now."""
     return [path for path, text in generated_files().items()
-            if not (REPO / path).is_file() or (REPO / path).read_text() != text]
+            if (REPO / path).is_symlink() or not (REPO / path).is_file() or (REPO / path).read_text() != text]
 
 
 def write_generated() -> list:
     written = []
     for path, text in generated_files().items():
         target = REPO / path
-        if not target.is_file() or target.read_text() != text:
+        if target.is_symlink() or not target.is_file() or target.read_text() != text:
             target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
             target.write_text(text)
             written.append(path)
     return written
