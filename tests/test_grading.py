@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import torch
 
@@ -51,3 +53,42 @@ def test_the_timeout_option_reaches_the_worker_and_auto_falls_back_without_bubbl
     assert any("did not finish within 1.5 s" in t["output"] for t in data["tests"])
     assert data["extra_data"]["parts"]["masks"]["score"] < data["extra_data"]["parts"]["masks"]["max_score"]
     assert data["extra_data"]["isolation"] == "process" and "isolation: process" in done.stdout
+
+
+def test_a_whole_grade_past_its_time_limit_still_writes_results_and_leaves_no_worker(tmp_path):
+    """`grade`'s overall limit: a submission that hangs where the per-call limit cannot stop it (at
+    import, whose own limit is 60 s) is stopped after the rubric's whole-submission limit, here 4 s."""
+    submission = tmp_path / "mhsa.py"
+    submission.write_text("while True:\n    pass\n")
+    out = tmp_path / "results" / "results.json"
+    script = (
+        "import sys; from dataclasses import replace; from pathlib import Path\n"
+        "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
+        "from argparse import Namespace\n"
+        "rubric = replace(rubric_file.load(), submission_timeout=4.0)\n"
+        "args = Namespace(suite='public', hide=[], isolation='process', timing_device=None, timeout=None)\n"
+        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), args, rubric, show=True, "
+        "time_limit=rubric.submission_timeout))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    data = json.loads(out.read_text())
+    assert data["extra_data"]["status"] == "timeout" and "stopped after 4 s" in data["output"]
+    assert data["score"] == 0 and data["extra_data"]["max_score"] == 90.0
+    deadline = time.monotonic() + 15  # the reaper notices its lifeline close and kills within moments
+    while (leftovers := worker_processes()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not leftovers, f"a worker outlived the grade: {leftovers}"
+
+
+def worker_processes() -> list:
+    """Command lines of live worker processes (every worker runs autograder/sandbox/worker_main.py)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "worker_main.py" in cmdline and "reaper" not in cmdline:
+            found.append(cmdline)
+    return found

@@ -1,4 +1,6 @@
 """`grade PATH`: grade one submission (or, with --batch, a folder of them)."""
+import os
+import threading
 from pathlib import Path
 
 from autograder.context import SUITE_CHOICES, TIMING_DEVICES
@@ -43,12 +45,15 @@ def run(args) -> int:
         return batch.run(args)
     from autograder.rubric import load
 
-    return grade_one(args.path, args.results, args, load(), show=True)
+    rubric = load()
+    return grade_one(args.path, args.results, args, rubric, show=True, time_limit=rubric.submission_timeout)
 
 
-def grade_one(path: Path, results_file: Path | None, args, rubric, show=False) -> int:
+def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, time_limit=None) -> int:
     """Grade `path` with `args`' grade options; 0 graded, 2 grading impossible. The results file (if
-    asked for) is written atomically, once the grade is complete; `show` prints the score table."""
+    asked for) is written atomically, once the grade is complete; `show` prints the score table.
+    `time_limit`: seconds for the whole grade, after which the worker is stopped, a `timeout` results
+    file written and the process ended (a batch's slot has its own limit, kept by the batch)."""
     from autograder import grading, results
     from autograder.context import GradingContext
 
@@ -57,14 +62,32 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False) -
     ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,
                                 extras=args.suite == "all", timing_device=args.timing_device,
                                 call_timeout=args.timeout, days_late=getattr(args, "days_late", 0.0))
+    max_units = grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device)
+
+    def out_of_time():
+        ctx.close()
+        grade = grading.failure(path.name.removesuffix(".py"), "timeout",
+                                f"Grading was stopped after {time_limit:g} s, the time limit for a whole submission: "
+                                "some of your code is very slow, or hangs where the per-call limit could not stop "
+                                "it. Score 0 until an instructor looks at it.", max_units, ctx.isolation_level, suites)
+        if results_file:
+            results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
+        print(results.table(grade, rubric), flush=True)
+        os._exit(2)
+
+    watchdog = threading.Timer(time_limit, out_of_time) if time_limit else None
+    if watchdog:
+        watchdog.daemon = True
+        watchdog.start()
     try:
         grade, code = grading.run(ctx), 0
     except GradingError as err:
         grade = grading.failure(path.name.removesuffix(".py"), "error",
-                                f"This submission could not be graded: {err}",
-                                grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device),
-                                ctx.isolation_level, suites)
+                                f"This submission could not be graded: {err}", max_units, ctx.isolation_level, suites)
         code = 2
+    finally:
+        if watchdog:
+            watchdog.cancel()
     if show:
         print(results.table(grade, rubric))
     if results_file:
