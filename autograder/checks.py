@@ -14,21 +14,42 @@ def constructed(call: Call) -> str:
     return f"{call.target}({', '.join(f'{k}={v!r}' for k, v in (call.init or {}).items())})"
 
 
+# Positional parameters of the contract's functions, and of the modules' forward(), so that a message
+# names the argument a submission changed (tests/test_oracles.py checks them against the reference).
+PARAMETERS = {
+    "scaled_dot_product_attention": ("q", "k", "v", "attn_mask", "dropout_p", "training"),
+    "split_heads": ("x", "num_heads"),
+    "merge_heads": ("x",),
+    "causal_mask": ("seq_len", "device", "dtype"),
+    "padding_mask": ("lengths", "max_len"),
+    "merge_masks": ("attn_mask", "key_padding_mask", "dtype"),
+}
+FORWARD_PARAMETERS = ("x", "attn_mask", "key_padding_mask", "need_weights")
+
+
 def expect_untouched(outcome, call: Call) -> None:
     """No function may change its arguments in place."""
     __tracebackhide__ = True  # failures point at the test and at the submission, not at this helper
+    names = argument_names(call, outcome.mutated)
     expect(not outcome.mutated,
-           f"{call.signature()} modified its input(s) {', '.join(_argument_names(call, outcome.mutated))} in place.",
+           f"{call.signature()} modified its argument{'s' if len(names) > 1 else ''} {', '.join(names)} in place.",
            hint="no function may change its arguments: build new tensors with out-of-place operations "
                 "(x = x + y, masked_fill, x / s) instead of in-place ones (x += y, masked_fill_, x /= s, [...] =).")
 
 
-def _argument_names(call: Call, keys) -> list:
-    """The executor names positional arguments arg0, arg1, ...; say which argument they are."""
-    positional = {"scaled_dot_product_attention": ("q", "k", "v")}.get(call.target, ("x",) if call.init else ())
-    named = [positional[int(k[3:])] if k.startswith("arg") and int(k[3:]) < len(positional)
-             else f"argument {int(k[3:]) + 1}" if k.startswith("arg") else k for k in keys]
-    return named
+def argument_names(call: Call, keys) -> list:
+    """The executor names positional arguments arg0, arg1, ...; say which parameter each one is."""
+    positional = FORWARD_PARAMETERS if call.init is not None else PARAMETERS.get(call.target, ())
+    names = []
+    for key in keys:
+        index = int(key[3:]) if key.startswith("arg") and key[3:].isdigit() else None
+        if index is None:
+            names.append(f"`{key}`")
+        elif index < len(positional):
+            names.append(f"`{positional[index]}`")
+        else:
+            names.append(f"argument {index + 1}")
+    return names
 
 
 def expect_raises(impl, call: Call, exc_type, hint: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import rubric as rubric_file
 from autograder import toml
 from autograder.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
 
@@ -179,7 +180,13 @@ def test_make_demo_grades_the_examples_in_the_venv(clone):
     assert set(rows) == {"reference_copy", "stubs", "buggy_no_scale"}, output(demo)
     assert {row["status"] for row in rows.values()} == {"graded"}, rows
     reference, stubs, buggy = rows["reference_copy"], rows["stubs"], rows["buggy_no_scale"]
-    assert float(reference["score"]) == float(reference["max_score"]) > 0
+    # A lone .py has no knowledge.py beside it: every code part graded without CUDA (timing is blank)
+    # earns full marks, the knowledge check 0.
+    assert reference["timing"] == ""
+    code = {name: part.points for name, part in rubric_file.load().parts.items()
+            if part.functions and name != "timing"}
+    assert {name: float(reference[name]) for name in code} == code, reference
+    assert float(reference["knowledge"]) == 0 and float(reference["score"]) == sum(code.values())
     assert float(stubs["score"]) == 0
     assert 0 < float(buggy["score"]) < float(buggy["max_score"])
 

@@ -90,7 +90,8 @@ def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
     assert {"sdpa", "heads", "masks", "mhsa", "block", "knowledge"} <= set(graded)
     assert all(p["score"] == p["max_score"] for p in graded.values()), graded
     assert data["score"] == data["extra_data"]["max_score"] > 0
-    assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden"}
+    # public and hidden test rows, and rubric.toml's [results] part_rows: one summary row per part
+    assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden", "part"}
 
 
 def test_the_stubs_get_nothing(bundle, tmp_path):

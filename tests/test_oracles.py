@@ -82,3 +82,23 @@ def test_every_self_comparison_names_a_parity_test_of_its_file():
     for file, name, parity, tests in marked:
         assert parity in tests, f"{file}::{name}: no test {parity} in {file}"
         assert (file, parity) not in marked_names, f"{file}::{name}: {parity} is a self-comparison itself"
+
+
+def test_messages_name_the_contract_parameters_as_the_reference_does():
+    """checks.PARAMETERS, used to say which argument a submission changed in place, is the
+    reference's signatures; a function or a forward() whose parameters change must change it too."""
+    import inspect
+
+    from autograder import checks
+    from autograder.calls import Call
+    from reference import mhsa
+
+    for name, parameters in checks.PARAMETERS.items():
+        assert tuple(inspect.signature(getattr(mhsa, name)).parameters) == parameters, name
+    for module in (mhsa.MultiHeadSelfAttention, mhsa.TransformerBlock):
+        forward = tuple(inspect.signature(module.forward).parameters)[1:]
+        assert forward == checks.FORWARD_PARAMETERS[:len(forward)], module.__name__
+    call = Call("padding_mask", (None,))
+    assert checks.argument_names(call, ["arg0"]) == ["`lengths`"]
+    assert checks.argument_names(Call("TransformerBlock", (None,), init={}), ["arg0", "arg5"]) == \
+        ["`x`", "argument 6"]
