@@ -90,6 +90,8 @@ def feedback(grade) -> str:
 
 
 def grade_case(case, level, folder, hidden, rubric=FAST):
+    if case.call_timeout_s is not None:
+        rubric = replace(rubric, limits=replace(rubric.limits, call_timeout=case.call_timeout_s))
     path = folder / f"{case.name}.py"
     path.write_text(case.source())
     return grading.grade(path, suites=("public",), isolation=level, hide=[hidden], rubric=rubric, extras=False)

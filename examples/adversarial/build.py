@@ -27,6 +27,7 @@ class Case:
     process: bool
     refused: str = ""   # a fragment of the static scan's finding, when the scan refuses the case
     prepend: str = ""   # lines put before the base (a coding line must be in the first two)
+    call_timeout_s: float | None = None  # a shorter call limit where every call runs out of time
 
     def source(self) -> str:
         snippet = (HERE / "cases" / f"{self.name}.py").read_text()
@@ -40,7 +41,7 @@ def cases() -> list[Case]:
         raise ValueError(f"manifest.toml and cases/ disagree: {sorted(set(manifest) ^ set(found))}")
     return [Case(name, spec["base"], spec["loses"] if spec["loses"] == "all" else tuple(spec["loses"]),
                  spec["message"], bool(spec.get("process", False)), spec.get("refused", ""),
-                 spec.get("prepend", "")) for name, spec in manifest.items()]
+                 spec.get("prepend", ""), spec.get("call_timeout_s")) for name, spec in manifest.items()]
 
 
 def build(out: Path) -> list[Path]:
