@@ -35,9 +35,9 @@ def pick(path: Path) -> Route:
     inner = path / "assignment"
     folder = inner if inner.is_dir() and (_regular(inner / "mhsa.py") or _notebooks(inner)) else path
     refuse_link(folder / "mhsa.py")  # said, not skipped: the student may think it is graded
-    if (folder / "mhsa.py").exists() and not (folder / "mhsa.py").is_file():
-        raise GradingError(f"{folder / 'mhsa.py'}: is not a regular file")  # a FIFO or device: said too
-    module = folder / "mhsa.py" if _regular(folder / "mhsa.py") else None
+    # Any mhsa.py that is not a folder is the work, a FIFO or a device too: reading it
+    # (submission.read_regular) refuses it and says why, where skipping it would say it is missing.
+    module = folder / "mhsa.py" if (folder / "mhsa.py").exists() and not (folder / "mhsa.py").is_dir() else None
     notebooks = _notebooks(folder)
     knowledge = folder / "knowledge.py"
     if module is None:

@@ -84,4 +84,5 @@ def test_gradescope_on_a_cuda_machine_with_timing_on_the_cpu(cuda_env, tmp_path)
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    check_complete(json.loads((root / "results" / "results.json").read_text()), "submission")  # the runner grades the upload folder
+    # The runner grades the upload folder, so the submission is named after it.
+    check_complete(json.loads((root / "results" / "results.json").read_text()), "submission")
