@@ -2,6 +2,7 @@
 
 Both give the same Outcome and raise the same exceptions, so every test runs unchanged either way.
 """
+import copy
 import importlib.util
 import sys
 from collections import defaultdict
@@ -64,17 +65,22 @@ class InProcessBackend(Backend):
 
     def _run(self, call: Call) -> Outcome:
         __tracebackhide__ = True
-        return Outcome(**executor.execute(self.module, call.to_wire()))
+        # a copy: the submission must never hold, or write into, the test's own tensors
+        return Outcome(**executor.execute(self.module, copy.deepcopy(call.to_wire())))
 
 
 class WorkerBackend(Backend):
     """Runs the submission in a worker process; a hang or crash costs only the call it happened in."""
 
-    def __init__(self, path: Path, isolation: Isolation, limits: Limits = Limits(), hidden=()):
+    def __init__(self, path: Path, isolation: Isolation, limits: Limits = Limits(), hidden=(),
+                 started: WorkerProcess | None = None):
+        """`started`: a worker already spawned for this submission with these settings
+        (GradingContext.start_worker); the backend owns it and reads its greeting on first use."""
         self.name, self.path = str(path), Path(path)
         self.isolation, self.limits, self.hidden = isolation.level, limits, list(hidden)
         self._isolation = isolation
-        self._worker = None
+        self._worker = started
+        self._greeted = False  # whether self._worker has said it imported the submission
         self._import_failure = None
         self._strikes = defaultdict(list)  # function -> the errors (timeout, crash) it caused
         self.output_log = []
@@ -129,9 +135,11 @@ class WorkerBackend(Backend):
     def _ensure_worker(self) -> WorkerProcess:
         if self._import_failure is not None:
             raise errors.SubmissionImportError(self._import_failure)
-        if self._worker is not None:
+        if self._worker is None:
+            self._worker, self._greeted = WorkerProcess(self.path, self._isolation, self.limits, self.hidden), False
+        if self._greeted:
             return self._worker
-        worker = WorkerProcess(self.path, self._isolation, self.limits, self.hidden)
+        worker = self._worker
         try:
             hello = worker.receive(self.limits.import_timeout, HELLO_BYTES)
         except TimeoutError:
@@ -141,18 +149,17 @@ class WorkerBackend(Backend):
         except wire.WireError as err:
             failure = f"the process importing your mhsa.py sent garbage ({errors.clean_text(err, 200)})"
         except BaseException:
-            worker.stop()  # never leave a worker behind, whatever went wrong here
+            self._stop()  # never leave a worker behind, whatever went wrong here
             raise
         else:
             failure = _import_failure_text(hello)
             if failure is None and isinstance(hello.get("confinement"), list):
                 self.confinement = [errors.clean_text(line, 200) for line in hello["confinement"][:8]]
         if failure is not None:
-            self._worker = worker
             self._stop()
             self._import_failure = failure
             raise errors.SubmissionImportError(failure)
-        self._worker = worker
+        self._greeted = True
         return worker
 
     def _stop(self) -> None:

@@ -3,7 +3,7 @@
 Tests never touch the student's objects: they describe a call, a backend carries it out in-process
 or in the worker, and the test compares the Outcome with values it computed itself.
 """
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -18,13 +18,15 @@ class Call:
     state: dict | None = None        # state_dict loaded with strict=True after construction
     dtype: torch.dtype | None = None  # module.to(dtype) before the state is loaded
     training: bool = False
-    seed: int = 0                    # torch.manual_seed right before the call (dropout masks)
+    seed: int = 0                    # the CPU generator seeded right before the call (dropout masks)
     grad_outputs: Any = None         # backward with these; Outcome then carries the gradients
     construct_only: bool = False     # build the module and describe it, no forward
 
     def to_wire(self) -> dict:
-        wire = asdict(self)  # deep copies: in-process too, the submission never holds the test's tensors
-        return wire | {"args": list(wire["args"])}
+        """The call as a dict of its fields, holding the test's own objects: the worker receives
+        bytes, and the in-process backend deep-copies it before the submission sees it."""
+        wire = {f.name: getattr(self, f.name) for f in fields(self)}
+        return wire | {"args": list(self.args)}
 
     def signature(self) -> str:
         """How the call reads in a failure message: names, shapes and flags, never values."""

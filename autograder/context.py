@@ -38,6 +38,7 @@ class GradingContext:
     notes: tuple = ()        # for instructors: settings the machine made the context change
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mhsa-grade-")))
     _backend: object = field(default=None, repr=False)
+    _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
 
     @classmethod
     def create(cls, path, *, rubric=None, suites=SUITES, isolation="auto", hide=(), extras=True,
@@ -63,20 +64,33 @@ class GradingContext:
     def isolation_level(self) -> str:
         return self.isolation.level if self.isolation else "inprocess"
 
+    def start_worker(self, source: Path) -> None:
+        """Spawn the grade's worker for `source` now, without waiting for it: it imports torch and
+        the submission while this process goes on (worker.py imports nothing heavy to spawn it)."""
+        if self.isolation is not None and self._backend is None and self._started is None:
+            from autograder.worker import WorkerProcess
+
+            self._started = WorkerProcess(source, self.isolation, self.rubric.limits, list(self.hidden))
+
     def backend(self, source: Path):
-        """The one backend of this grade, started on first use and shared by the suites and the
-        diagnosis (the worker imports the submission once)."""
+        """The one backend of this grade, made on first use and shared by the suites and the
+        diagnosis (the worker imports the submission once); it takes over a started worker."""
         if self._backend is None:
             from autograder.backends import WorkerBackend, open_in_process
 
-            self._backend = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden))
+            self._backend = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden),
+                                           started=self._started)
                              if self.isolation else open_in_process(source))
+            self._started = None
         return self._backend
 
     def close(self) -> None:
         """Stop the worker and remove the working folder; safe to call twice."""
         if self._backend is not None:
             self._backend.close()
+        if self._started is not None:
+            self._started.stop()
+            self._started = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -1,8 +1,8 @@
 """Grade one submission: an ordered list of small stages, each taking the context and the grade so far
 and returning the next grade (the way nbgrader composes preprocessors).
 
-    load_submission -> static_scan -> run_suites -> score -> diagnose -> grade_knowledge -> grade_timing
-    -> apply_late_penalty
+    load_submission -> static_scan -> start_worker -> run_suites -> score -> diagnose -> grade_knowledge
+    -> grade_timing -> apply_late_penalty
 
 then autograder/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -16,15 +16,12 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import pytest
-
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
-from autograder.pytest_plugin import GRADER_BACKEND
 from autograder.scoring import PartScore, Points, Row, TestResult, to_units
 from autograder.submission import GradingError
 
-SEED_NOTE = "inputs: torch.manual_seed(crc32(test id)) per test; hypothesis derandomized, no database"
+SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
 STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
 
 
@@ -85,6 +82,14 @@ def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
         for part in parts:
             zeroed.setdefault(part, []).append(f"line {finding.line}: {finding.message}")
     return replace(grade, forbidden=zeroed)
+
+
+def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
+    """The worker starts importing torch and the submission now, alongside this process's own work
+    before the first test (pytest's collection; for a lone `grade`, importing torch and pytest, which
+    this module leaves to run_suites for that reason)."""
+    ctx.start_worker(grade.source)
+    return grade
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
@@ -190,7 +195,7 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, run_suites, score, diagnose, grade_knowledge, grade_timing,
+STAGES = (load_submission, static_scan, start_worker, run_suites, score, diagnose, grade_knowledge, grade_timing,
           apply_late_penalty)
 
 
@@ -225,6 +230,8 @@ class _Collector:
         self.backend, self.results, self.errors = backend, {}, []
 
     def pytest_configure(self, config):
+        from autograder.pytest_plugin import GRADER_BACKEND
+
         config.stash[GRADER_BACKEND] = self.backend
 
     def pytest_collectreport(self, report):
@@ -247,9 +254,13 @@ class _Collector:
 def run_pytest(source: Path, suites, plugin) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
     failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
+    import pytest
+
+    # unraisableexception only turns stray __del__ errors into warnings, which no grade reads; its
+    # session cleanup runs gc.collect five times (half a second a grade)
     args = [*(str(paths.SUITE_DIRS[s]) for s in suites), "--impl", str(source),
-            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "--rootdir", str(paths.REPO),
-            "-c", str(paths.PYPROJECT)]
+            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+            "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT)]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])

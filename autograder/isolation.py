@@ -11,6 +11,7 @@ Levels, strongest first (docs/isolation.md says what each stops and what it does
            outside its directory), capped output.
 """
 import glob
+import importlib.util
 import os
 import shutil
 import site
@@ -136,13 +137,17 @@ def python_roots() -> list[Path]:
     roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent.parent}
     if os.path.isdir(site.getusersitepackages()):  # packages installed with pip --user (nbgrader's kernel)
         roots.add(Path(site.getusersitepackages()))
-    try:
-        import torch
-
-        roots.add(Path(torch.__file__).resolve().parent.parent)
-    except ImportError:
-        pass
+    torch = torch_init_file()
+    if torch is not None:
+        roots.add(torch.resolve().parent.parent)
     return sorted(r.resolve() for r in roots)
+
+
+def torch_init_file() -> Path | None:
+    """torch's __init__.py, found without importing torch: a grade starts its worker before this
+    process has paid the seconds that import takes."""
+    spec = importlib.util.find_spec("torch")
+    return Path(spec.origin) if spec is not None and spec.origin else None
 
 
 def resolve(requested: str = "auto") -> Isolation:

@@ -7,13 +7,13 @@ import zlib
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from autograder import errors, paths, rubric
 from autograder.backends import Backend, WorkerBackend, open_in_process
 from autograder.compare import Mismatch
 from autograder.isolation import resolve
+from autograder.sandbox.executor import seed_cpu
 
 GRADER_BACKEND = pytest.StashKey[Backend]()  # set by the grading engine for the suites it runs
 ISOLATION_CHOICES = ("inprocess", "auto", "process", "sandbox")
@@ -102,7 +102,7 @@ def impl(request) -> Backend:
 @pytest.fixture(autouse=True)
 def _fixed_seed(request):
     """Inputs are drawn from a seed fixed per test, so a submission always sees the same data."""
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+    seed_cpu(zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from autograder.isolation import torch_init_file
+
 MAX_SUBMISSION_BYTES = 4 << 20  # far above any real mhsa.py or notebook (the reference is ~20 KB)
 
 
@@ -97,10 +99,7 @@ def safe_to_hide(path: Path) -> bool:
     """Hiding a folder that holds the Python installation would break the worker's own imports."""
     path = Path(path).resolve()
     needed = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve(), Path(shutil.__file__)]
-    try:
-        import torch
-
-        needed.append(Path(torch.__file__))
-    except ImportError:
-        pass
+    torch = torch_init_file()
+    if torch is not None:
+        needed.append(torch)
     return all(path != n.resolve() and path not in n.resolve().parents for n in needed)

@@ -1,4 +1,9 @@
-"""One worker process seen from the grader: start it, send calls, drain its output, kill it all."""
+"""One worker process seen from the grader: start it, send calls, drain its output, kill it all.
+
+Starting a worker imports nothing heavy here: the wire format (and with it torch) is imported when
+the first frame is read, so a grade can start its worker before the grading process has imported
+torch, and the two imports run side by side (autograder/grading.py, start_worker).
+"""
 import json
 import os
 import secrets
@@ -13,7 +18,6 @@ from pathlib import Path
 
 from autograder.isolation import Isolation, python_roots, readable_paths, writable_devices
 from autograder.rubric import Limits
-from autograder.sandbox import wire
 
 REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
 TOKEN_VAR = "AUTOGRADER_WORKER_TOKEN"
@@ -102,15 +106,20 @@ class WorkerProcess:
     def request(self, payload: bytes, timeout: float, max_reply: int | None = None):
         """Sends one request and returns the reply; `timeout` covers both ways (a worker that stops
         reading costs it too). The reply may be at most `max_reply` bytes (default: reply_limit)."""
+        from autograder.sandbox import wire
+
         deadline = time.monotonic() + timeout
         wire.write_frame(self._req_w, payload, deadline)
         return self._receive(deadline, reply_limit(payload) if max_reply is None else max_reply)
 
-    def receive(self, timeout: float, max_bytes: int = wire.MAX_FRAME_BYTES):
+    def receive(self, timeout: float, max_bytes: int | None = None):
+        """The worker's next message (default cap: the wire's largest frame)."""
         return self._receive(time.monotonic() + timeout, max_bytes)
 
-    def _receive(self, deadline: float, max_bytes: int):
-        return wire.decode(wire.read_frame(self._resp_r, deadline, max_bytes))
+    def _receive(self, deadline: float, max_bytes: int | None):
+        from autograder.sandbox import wire
+
+        return wire.decode(wire.read_frame(self._resp_r, deadline, wire.MAX_FRAME_BYTES if max_bytes is None else max_bytes))
 
     def exit_description(self) -> str:
         """Why the worker is gone, in words a student understands."""
@@ -153,6 +162,8 @@ def reply_limit(payload: bytes) -> int:
     """The largest reply a request may get: its outputs, gradients and returned inputs are of the
     order of what was sent (inputs, weights, output gradients), plus room for small calls whose
     output outgrows their arguments (causal_mask(n) is n x n)."""
+    from autograder.sandbox import wire
+
     return min(wire.MAX_FRAME_BYTES, REPLY_FLOOR_BYTES + 4 * len(payload))
 
 

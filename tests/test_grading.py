@@ -92,3 +92,41 @@ def worker_processes() -> list:
         if "worker_main.py" in cmdline and "reaper" not in cmdline:
             found.append(cmdline)
     return found
+
+
+def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is_used(tmp_path):
+    """`grade` overlaps the worker's start-up with its own imports: the stages before the suites
+    import neither torch nor pytest, and the suites then run in that very worker."""
+    submission = tmp_path / "mhsa.py"
+    submission.write_text(paths.REFERENCE.read_text() + "\nprint('imported once')\n")
+    script = (
+        "import sys\n"
+        "from autograder import grading\n"
+        "from autograder.context import GradingContext\n"
+        f"ctx = GradingContext.create({str(submission)!r}, suites=('public',), isolation='process', extras=False)\n"
+        "grade = grading.Grade('mhsa', ctx.isolation_level, ctx.suites)\n"
+        "for stage in grading.STAGES[:grading.STAGES.index(grading.run_suites)]:\n"
+        "    grade = stage(ctx, grade)\n"
+        "started = ctx._started\n"
+        "assert started is not None and started.proc.poll() is None, 'the worker is running'\n"
+        "assert 'torch' not in sys.modules and 'pytest' not in sys.modules, sorted(sys.modules)\n"
+        "for stage in grading.STAGES[grading.STAGES.index(grading.run_suites):]:\n"
+        "    grade = stage(ctx, grade)\n"
+        "printed = ctx._backend.printed_output()\n"
+        "ctx.close()\n"
+        "assert started.proc.poll() is not None, 'the grade stopped its worker'\n"
+        "print(grade.score, grade.max_score, printed.count('imported once'))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["90.0", "90.0", "1"], "full marks, from one worker that imported the submission once"
+
+
+def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path):
+    from autograder.context import GradingContext
+
+    ctx = GradingContext.create(paths.REFERENCE, suites=("public",), isolation="process", extras=False)
+    ctx.start_worker(paths.REFERENCE)
+    started = ctx._started
+    ctx.close()
+    assert started.proc.poll() is not None and not started.workdir.exists()

@@ -62,14 +62,16 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,
                                 extras=args.suite == "all", timing_device=args.timing_device,
                                 call_timeout=args.timeout, days_late=getattr(args, "days_late", 0.0))
-    max_units = grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device)
+
+    def max_units() -> int:  # a failure's maximum; asked only on failure (it may import torch for CUDA)
+        return grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device)
 
     def out_of_time():
         ctx.close()
         grade = grading.failure(path.name.removesuffix(".py"), "timeout",
                                 f"Grading was stopped after {time_limit:g} s, the time limit for a whole submission: "
                                 "some of your code is very slow, or hangs where the per-call limit could not stop "
-                                "it. Score 0 until an instructor looks at it.", max_units, ctx.isolation_level, suites)
+                                "it. Score 0 until an instructor looks at it.", max_units(), ctx.isolation_level, suites)
         if results_file:
             results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
         print(results.table(grade, rubric), flush=True)
@@ -83,7 +85,7 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
         grade, code = grading.run(ctx), 0
     except GradingError as err:
         grade = grading.failure(path.name.removesuffix(".py"), "error",
-                                f"This submission could not be graded: {err}", max_units, ctx.isolation_level, suites)
+                                f"This submission could not be graded: {err}", max_units(), ctx.isolation_level, suites)
         code = 2
     finally:
         if watchdog:
