@@ -109,7 +109,7 @@ def score(ctx: GradingContext, grade: Grade) -> Grade:
 
 def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     """Each failed part's likely misconception, probed through the grade's own worker."""
-    failed = [name for name, p in grade.parts.items() if p.units < p.max_units and not p.notes]
+    failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
     if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
         return grade  # nothing runs at all: nothing to compare
     from autograder import diagnosis

@@ -26,6 +26,9 @@ def test_the_same_submission_gets_the_same_results_twice():
     first, second = (results.to_gradescope(grading.grade(BUGGY, rubric=rubric), rubric) for _ in range(2))
     assert 0 < first["score"] < first["extra_data"]["max_score"], "the buggy submission loses some points"
     assert any(t["output"] for t in first["tests"])
+    sdpa = first["extra_data"]["parts"]["sdpa"]
+    assert any("consistency tests" in note for note in sdpa["notes"]), "a part with a passing consistency test"
+    assert "sqrt(d_k)" in sdpa["diagnosis"], "is still diagnosed: a note on the part does not silence it"
     assert without_timing(first) == without_timing(second)
 
 
