@@ -256,10 +256,13 @@ def run_pytest(source: Path, suites, plugin) -> None:
     failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
     import pytest
 
-    # unraisableexception only turns stray __del__ errors into warnings, which no grade reads; its
-    # session cleanup runs gc.collect five times (half a second a grade)
+    # What no grade reads, left out for speed: a failed test's traceback (--tb=no: pytest would parse
+    # the source of every frame of it, seconds for a buggy submission; the grade reads the failure
+    # from the report's user properties), and unraisableexception, which turns stray __del__ errors
+    # into warnings and runs gc.collect five times at the end of the session. Collection errors keep
+    # their full text either way.
     args = [*(str(paths.SUITE_DIRS[s]) for s in suites), "--impl", str(source),
-            "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+            "-q", "--tb=no", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
             "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT)]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
