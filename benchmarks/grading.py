@@ -3,10 +3,14 @@
     python benchmarks/grading.py                 # all of it (the batches take minutes)
     python benchmarks/grading.py --batch-size 0  # skip the batches
     python benchmarks/grading.py --batch-only --batch-size 6   # the batches alone, smaller
+    git worktree add /tmp/before REV && python benchmarks/grading.py --baseline /tmp/before
 
-The batch runs three ways in one run, so that their ratios hold on a busy machine: a grading process
+The batch runs several ways in one run, so that their ratios hold on a busy machine: a grading process
 per submission (how the batch worked before grader slots), grader slots (the batch today), and a
 Dask cluster of a scheduler and --jobs single-thread workers on this machine (needs dask[distributed]).
+--baseline DIR adds another checkout of the repository (an earlier commit) to the same run: its
+single grades alternate with this one's, and its batch runs with the others, so a change is
+measured before and after under the same load.
 
 Prints the figures that docs/benchmarks/grading.md records, with the machine they were measured on.
 The batch is made of examples/submissions, the valid variants in corpus/valid and the buggy mutants of
@@ -20,6 +24,7 @@ import itertools
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,24 +43,39 @@ BUGGY = REPO / "examples" / "submissions" / "buggy_no_scale.py"
 TARGETS = {"one": 6.0, "batch": 120.0}
 
 
-def cli(*args, **kwargs) -> float:
+def cli(*args, repo: Path = REPO) -> float:
+    """Seconds that `python -m autograder ARGS` takes in the checkout `repo`."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "autograder", *args], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL, **kwargs)
+    subprocess.run([sys.executable, "-m", "autograder", *args], cwd=repo, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, env=os.environ | {"PYTHONPATH": str(repo)})
     return time.monotonic() - started
 
 
-def one_submission(scratch: Path) -> None:
+def one_submission(scratch: Path, baseline: Path | None, repeats: int) -> float:
     """What a TA waits for: the command line, every suite; a correct and a buggy submission (failures
-    cost more: hypothesis shrinks them and the diagnosis runs)."""
+    cost more: hypothesis shrinks them and the diagnosis runs). With a baseline, its runs alternate
+    with this checkout's and the medians are compared."""
+    checkouts = {"now": REPO} | ({"baseline": baseline} if baseline else {})
     for name, path in (("reference", REFERENCE), ("buggy_no_scale", BUGGY)):
-        seconds = cli("grade", str(path), "--suite", "all", "--results", str(scratch / name / "results.json"))
-        print(f"one submission, every suite (`grade {path.relative_to(REPO)} --suite all`): {seconds:.1f} s wall "
-              f"(target <= {TARGETS['one']:g} s)")
+        seconds = {label: [] for label in checkouts}
+        for _, (label, repo) in itertools.product(range(repeats), checkouts.items()):
+            seconds[label].append(cli("grade", str(repo / path.relative_to(REPO)), "--suite", "all", "--results",
+                                      str(scratch / label / name / "results.json"), repo=repo))
+        now = statistics.median(seconds["now"])
+        print(f"one submission, every suite (`grade {path.relative_to(REPO)} --suite all`): {now:.1f} s wall, "
+              f"median of {repeats} (target <= {TARGETS['one']:g} s)")
+        if baseline:
+            before = statistics.median(seconds["baseline"])
+            print(f"  baseline {baseline}: {before:.1f} s; now x{before / now:.2f} as fast")
+        if name == "reference":
+            reference_seconds = now
+    return reference_seconds
 
 
-def overhead() -> None:
-    """The same suites on the same submission in this process: student code in-process vs in a worker."""
+def overhead(one_grade: float) -> None:
+    """The same suites on the same submission in this process: student code in-process vs in a worker.
+    The in-process time is what the one-grade target's x1.5 is measured against (`one_grade`: the
+    reference's command-line grade, in seconds)."""
     levels = ["inprocess", "process"] + (["sandbox"] if isolation.sandbox_available() else [])
     rubric = rubric_file.load()
     grading.grade(REFERENCE, suites=("public",), isolation="inprocess", rubric=rubric, extras=False)  # warm caches
@@ -67,6 +87,8 @@ def overhead() -> None:
     print("isolation overhead (public + hidden suites on the reference, in one grading process):")
     for level, seconds in times.items():
         print(f"  {level:<10} {seconds:6.1f} s   x{seconds / times['inprocess']:.2f}")
+    print(f"one grade on the command line (above): x{one_grade / times['inprocess']:.2f} the in-process suite time "
+          "(target <= x1.5)")
 
 
 def batch_folder(folder: Path, size: int) -> None:
@@ -92,12 +114,14 @@ for line in sys.stdin:
 """
 
 
-def batch(scratch: Path, size: int, jobs: int, dask: bool) -> None:
+def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None) -> None:
     from autograder import batch as batch_module
 
     folder = scratch / "batch"
     batch_folder(folder, size)
-    ways = {"a process per submission (before)": "before", "grader slots (now)": "slots"}
+    ways = {"a process per submission (before slots)": "before", "grader slots (now)": "slots"}
+    if baseline:
+        ways = {f"grader slots, baseline {baseline}": "baseline", **ways}
     if dask:
         ways[f"Dask, {jobs} single-thread workers on this machine"] = "dask"
     seconds = {}
@@ -117,8 +141,10 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool) -> None:
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     batch_module.run(options, command=(sys.executable, "-c", PROCESS_PER_SUBMISSION))
             else:
-                subprocess.run([sys.executable, "-m", "autograder", *args], cwd=REPO, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                repo = baseline if way == "baseline" else REPO
+                subprocess.run([sys.executable, "-m", "autograder", *args], cwd=repo, check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=os.environ | {"PYTHONPATH": str(repo)})
             seconds[way] = time.monotonic() - started
         finally:
             if way == "dask":
@@ -129,6 +155,8 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool) -> None:
               f"{seconds[way] / size:.1f} s per submission; statuses {statuses}")
     print(f"  slots: x{seconds['before'] / seconds['slots']:.2f} the throughput of a process per submission "
           f"(40 submissions target < {TARGETS['batch'] / 60:g} min)")
+    if baseline:
+        print(f"  slots now: x{seconds['baseline'] / seconds['slots']:.2f} the throughput of the baseline's slots")
     if dask:
         print(f"  Dask: x{seconds['slots'] / seconds['dask']:.2f} the throughput of the local batch (target >= 0.8)")
 
@@ -147,15 +175,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--batch-only", action="store_true", help="skip the single grade and the isolation overhead")
     parser.add_argument("--no-dask", action="store_true", help="skip the batch on a local Dask cluster")
+    parser.add_argument("--baseline", type=Path, help="another checkout of this repository to time in the same run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each single grade (the median counts)")
     args = parser.parse_args()
+    baseline = args.baseline.resolve() if args.baseline else None
     print(f"{time.strftime('%Y-%m-%d %H:%M')} on {machine()}")
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-bench-"))
     try:
         if not args.batch_only:
-            one_submission(scratch)
-            overhead()
+            overhead(one_submission(scratch, baseline, args.repeats))
         if args.batch_size:
-            batch(scratch, args.batch_size, args.jobs, dask=not args.no_dask)
+            batch(scratch, args.batch_size, args.jobs, dask=not args.no_dask, baseline=baseline)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
