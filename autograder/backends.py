@@ -163,10 +163,12 @@ class WorkerBackend(Backend):
         return worker
 
     def _stop(self) -> None:
-        if self._worker is not None:
-            self._worker.stop()
-            self.output_log.append(self._worker.output.text())
-            self._worker = None
+        """Stop the worker; safe from two threads at once (a grade's watchdog closes the backend while
+        the grade itself may be stopping a worker that failed)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
+            self.output_log.append(worker.output.text())
 
     def printed_output(self) -> str:
         """Everything the submission printed (capped per worker), for the results' top-level output."""

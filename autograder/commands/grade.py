@@ -66,16 +66,25 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     def max_units() -> int:  # a failure's maximum; asked only on failure (it may import torch for CUDA)
         return grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device)
 
+    # Whoever takes this first writes the result: the watchdog's timeout, or the grade that finished in
+    # time. Without it a grade could finish after the watchdog fired, its worker killed by the
+    # watchdog, and report that kill as the student's crash.
+    finishing = threading.Lock()
+
     def out_of_time():
-        ctx.close()
-        grade = grading.failure(path.name.removesuffix(".py"), "timeout",
-                                f"Grading was stopped after {time_limit:g} s, the time limit for a whole submission: "
-                                "some of your code is very slow, or hangs where the per-call limit could not stop "
-                                "it. Score 0 until an instructor looks at it.", max_units(), ctx.isolation_level, suites)
-        if results_file:
-            results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
-        print(results.table(grade, rubric), flush=True)
-        os._exit(2)
+        finishing.acquire()
+        try:  # whatever fails here, the process ends: the grade must not hang on a lock this thread holds
+            grade = grading.failure(path.name.removesuffix(".py"), "timeout",
+                                    f"Grading was stopped after {time_limit:g} s, the time limit for a whole "
+                                    "submission: some of your code is very slow, or hangs where the per-call limit "
+                                    "could not stop it. Score 0 until an instructor looks at it.", max_units(),
+                                    ctx.isolation_level, suites)
+            if results_file:
+                results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
+            print(results.table(grade, rubric), flush=True)
+            ctx.close()  # the worker too (were this to fail, its reaper sees the lifeline close at exit)
+        finally:
+            os._exit(2)
 
     watchdog = threading.Timer(time_limit, out_of_time) if time_limit else None
     if watchdog:
@@ -90,6 +99,7 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     finally:
         if watchdog:
             watchdog.cancel()
+    finishing.acquire()  # held by a watchdog that fired: it writes the timeout and ends the process
     if show:
         print(results.table(grade, rubric))
     if results_file:
