@@ -6,6 +6,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
+# Runs the environment's Python with the environment's bin folder first on PATH: its tools start one
+# another by name (nbgrader's gradebook runs `alembic`), and a fresh machine has none of them elsewhere.
+IN_VENV := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV_PYTHON)
 # Newer than requirements.txt once the environment holds what it pins.
 REQUIREMENTS_INSTALLED := $(VENV)/.requirements-installed
 
@@ -18,18 +21,18 @@ $(REQUIREMENTS_INSTALLED): requirements.txt
 	@touch $@
 
 demo: setup
-	$(VENV_PYTHON) -m autograder grade examples/submissions --batch --out grading-out/examples --force --jobs 2
+	$(IN_VENV) -m autograder grade examples/submissions --batch --out grading-out/examples --force --jobs 2
 
 test: setup
-	$(VENV_PYTHON) -m autograder release --check
-	$(VENV_PYTHON) -m pytest tests_public tests_hidden --impl reference -q
-	$(VENV_PYTHON) -m pytest tests -q
+	$(IN_VENV) -m autograder release --check
+	$(IN_VENV) -m pytest tests_public tests_hidden --impl reference -q
+	$(IN_VENV) -m pytest tests -q
 
 release: setup
-	$(VENV_PYTHON) -m autograder release build/student-release
+	$(IN_VENV) -m autograder release build/student-release
 
 gradescope: setup
-	$(VENV_PYTHON) -m autograder gradescope build/gradescope-autograder.zip
+	$(IN_VENV) -m autograder gradescope build/gradescope-autograder.zip
 
 regenerate: setup
-	$(VENV_PYTHON) -m autograder release --write
+	$(IN_VENV) -m autograder release --write

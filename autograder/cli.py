@@ -2,6 +2,8 @@
 import argparse
 import importlib
 
+from autograder import paths
+
 # command name -> module under autograder/ that defines add_parser(subparsers) and run(args) -> int
 COMMANDS = {
     "check": "autograder.commands.check",
@@ -14,6 +16,7 @@ COMMANDS = {
 
 
 def main(argv=None) -> int:
+    paths.put_environment_first()  # the grader's children (nbgrader's alembic, jupyter) come from this environment
     parser = argparse.ArgumentParser(prog="python -m autograder",
                                      description="Grade the multi-head self-attention assignment.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -15,6 +15,7 @@ from nbgrader.api import Gradebook
 from autograder import knowledge, notebook, rubric
 from autograder.isolation import sandbox_available
 from autograder.rubric import REPO
+from tests import fresh_machine
 
 COURSE = REPO / "course"
 STUDENTS = ("reference", "untouched", "buggy", "tamper")
@@ -24,7 +25,8 @@ TAMPER = "get_ipython().input_transformers_cleanup.append(lambda lines: [])"
 
 
 def run(args, cwd, check=True):
-    result = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, env=fresh_machine.ENV,
+                            timeout=1200)
     assert not check or result.returncode == 0, f"{args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     return result
 

@@ -17,6 +17,7 @@ from nbgrader.api import Gradebook
 
 from autograder import knowledge, notebook
 from autograder.rubric import REPO
+from tests import fresh_machine
 
 A = notebook.ASSIGNMENT
 DUE, LATE = "2026-01-10 17:00:00 UTC", "2026-01-12 09:30:00 UTC"
@@ -53,7 +54,8 @@ EXPECTED = {
 
 
 def run(args, cwd, check=True):
-    result = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=1800)
+    result = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, env=fresh_machine.ENV,
+                            timeout=1800)
     assert not check or result.returncode == 0, f"{args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     return result
 
