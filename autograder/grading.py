@@ -248,7 +248,8 @@ class _Collector:
         self.results[report.nodeid] = TestResult(
             report.nodeid, info["part"], info["suite"], report.passed,
             summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""))
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
+            requires=info.get("requires", ""))
 
 
 def run_pytest(source: Path, suites, plugin) -> None:

@@ -44,6 +44,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "self_comparison(parity): the test compares the submission with itself or "
                                        "checks a property of its outputs, with no expected value; `parity` names "
                                        "the test of the same function that compares with an oracle")
+    config.addinivalue_line("markers", "argument_check(requires): the test checks that bad arguments are refused; "
+                                       "it counts only when `requires`, a test in the same file of the same "
+                                       "function on valid arguments, passes")
 
 
 def resolve_impl(value: str, workdir: Path) -> Path:
@@ -127,6 +130,9 @@ def pytest_runtest_makereport(item, call):
     consistency = item.get_closest_marker("self_comparison")
     if consistency is not None:
         report.user_properties.append(("parity", consistency.kwargs.get("parity", "")))
+    argument_check = item.get_closest_marker("argument_check")
+    if argument_check is not None:
+        report.user_properties.append(("requires", argument_check.kwargs["requires"]))
     if call.excinfo is None:
         return
     for key, value in describe_failure(call.excinfo.value).items():
