@@ -93,13 +93,24 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    collector = _Collector(ctx.backend(grade.source))
-    run_pytest(grade.source, ctx.suites, collector)
+    """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
+    tests that finished keep their results, the one in flight and every one not yet run fail with
+    the reason, and a note says so."""
+    collector = _Collector(ctx.backend(grade.source), ctx)
+    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
     for t in collector.results.values():
         if t.forbidden and t.forbidden not in zeroed.get(t.part, []):
             zeroed.setdefault(t.part, []).append(t.forbidden)
-    return replace(grade, tests=tuple(collector.results.values()), forbidden=zeroed)
+    tests = tuple(collector.results.values())
+    if ctx.time_up:
+        not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up)
+                   for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
+        finished = sum(t.summary != ctx.time_up for t in tests)
+        tests += tuple(not_run)
+        grade = replace(grade, notes=(*grade.notes, f"{ctx.time_up} {finished} of {len(tests)} tests had finished "
+                                                    "and keep their results; the others failed"))
+    return replace(grade, tests=tests, forbidden=zeroed)
 
 
 def score(ctx: GradingContext, grade: Grade) -> Grade:
@@ -110,6 +121,8 @@ def score(ctx: GradingContext, grade: Grade) -> Grade:
 def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     """Each failed part's likely misconception, probed through the grade's own worker."""
     failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
+    if ctx.time_up:  # probes would fail for want of time, not for what the code does: no advice beats wrong advice
+        return grade
     if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
         return grade  # nothing runs at all: nothing to compare
     from autograder import diagnosis
@@ -151,6 +164,8 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
         return grade
     if ctx.isolation is None:
         result = {"status": "skipped", "score": 0.0, "output": "timing needs worker isolation"}
+    elif ctx.time_up:  # the part keeps its place in the maximum: every other route states the same maximum
+        result = {"status": "failed", "score": 0.0, "output": f"not timed: {ctx.time_up}"}
     else:
         from gpu_checks import grade_timing as time_submission
         from gpu_checks.session import TimingSetupError
@@ -224,15 +239,33 @@ def grade(path: Path, **options) -> Grade:
 # ------------------------------------------------------------------------------------------------
 
 class _Collector:
-    """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports."""
+    """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports;
+    stops the session once `ctx.time_up` (the whole-submission limit) is set."""
 
-    def __init__(self, backend):
-        self.backend, self.results, self.errors = backend, {}, []
+    def __init__(self, backend, ctx: GradingContext):
+        self.backend, self.ctx, self.results, self.errors = backend, ctx, {}, []
+        self.planned = {}     # node id -> (part, suite) of every graded test, in run order
+        self.started = set()  # node ids of the tests pytest began
 
     def pytest_configure(self, config):
         from autograder.pytest_plugin import GRADER_BACKEND
 
         config.stash[GRADER_BACKEND] = self.backend
+
+    def pytest_collection_finish(self, session):
+        from autograder.pytest_plugin import part_and_suite
+
+        self.planned = {item.nodeid: where for item in session.items if (where := part_and_suite(item))}
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.started.add(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if self.ctx.time_up:
+            self.session.shouldstop = self.ctx.time_up
+
+    def pytest_sessionstart(self, session):
+        self.session = session
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -252,9 +285,10 @@ class _Collector:
             requires=info.get("requires", ""))
 
 
-def run_pytest(source: Path, suites, plugin) -> None:
+def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
-    failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
+    failures in `plugin.errors`); GradingError when the suites themselves cannot run. `stopped()`:
+    whether the plugin stopped the session on purpose (the whole-submission limit)."""
     import pytest
 
     # What no grade reads, left out for speed: a failed test's traceback (--tb=no: pytest would parse
@@ -268,7 +302,8 @@ def run_pytest(source: Path, suites, plugin) -> None:
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])
-    if plugin.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    finished = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, *((pytest.ExitCode.INTERRUPTED,) if stopped() else ()))
+    if plugin.errors or code not in finished:
         raise GradingError(f"the test suites could not run on {source} (pytest exit {int(code)}):\n"
                            + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
 

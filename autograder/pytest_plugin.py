@@ -122,11 +122,11 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     """Attach to each report what the grader needs: part, suite and a student-facing failure."""
     report = (yield).get_result()
-    part = next((m.args[0] for m in item.iter_markers("part")), None)
-    if part is None or report.when != "call" and not report.failed:
+    where = part_and_suite(item)
+    if where is None or report.when != "call" and not report.failed:
         return
-    report.user_properties.append(("part", part))
-    report.user_properties.append(("suite", "hidden" if "tests_hidden" in item.path.parts else "public"))
+    report.user_properties.append(("part", where[0]))
+    report.user_properties.append(("suite", where[1]))
     consistency = item.get_closest_marker("self_comparison")
     if consistency is not None:
         report.user_properties.append(("parity", consistency.kwargs.get("parity", "")))
@@ -137,6 +137,12 @@ def pytest_runtest_makereport(item, call):
         return
     for key, value in describe_failure(call.excinfo.value).items():
         report.user_properties.append((key, value))
+
+
+def part_and_suite(item) -> tuple | None:
+    """(rubric part, suite) of a graded test; None for one that grades no part."""
+    part = next((m.args[0] for m in item.iter_markers("part")), None)
+    return None if part is None else (part, "hidden" if "tests_hidden" in item.path.parts else "public")
 
 
 def describe_failure(exc: BaseException) -> dict:
