@@ -108,8 +108,9 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
                    for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
         finished = sum(t.summary != ctx.time_up for t in tests)
         tests += tuple(not_run)
-        grade = replace(grade, notes=(*grade.notes, f"{ctx.time_up} {finished} of {len(tests)} tests had finished "
-                                                    "and keep their results; the others failed"))
+        grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
+                                                    f"{len(tests)} tests had finished and keep their results; the "
+                                                    "others failed with the reason"))
     return replace(grade, tests=tests, forbidden=zeroed)
 
 
@@ -121,16 +122,18 @@ def score(ctx: GradingContext, grade: Grade) -> Grade:
 def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     """Each failed part's likely misconception, probed through the grade's own worker."""
     failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
-    if ctx.time_up:  # probes would fail for want of time, not for what the code does: no advice beats wrong advice
-        return grade
     if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
         return grade  # nothing runs at all: nothing to compare
+    if ctx.time_up:  # probes would fail for want of time, not for what the code does: no advice beats wrong advice
+        return grade
     from autograder import diagnosis
 
     try:
         found = diagnosis.diagnose(ctx.backend(grade.source), failed)
     except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
         return replace(grade, notes=(*grade.notes, f"no diagnosis: {type(err).__name__}: {err}"))
+    if ctx.time_up:  # the limit came during the probes
+        return grade
     parts = {name: replace(p, diagnosis=found[name]) if name in found else p for name, p in grade.parts.items()}
     return replace(grade, parts=parts)
 
@@ -164,8 +167,9 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
         return grade
     if ctx.isolation is None:
         result = {"status": "skipped", "score": 0.0, "output": "timing needs worker isolation"}
-    elif ctx.time_up:  # the part keeps its place in the maximum: every other route states the same maximum
-        result = {"status": "failed", "score": 0.0, "output": f"not timed: {ctx.time_up}"}
+    elif ctx.time_up:  # where the part is timed it keeps its place in the maximum, as on every other route
+        counts = timing_counts(part, ctx.timing_device)
+        result = {"status": "failed" if counts else "skipped", "score": 0.0, "output": f"not timed: {ctx.time_up}"}
     else:
         from gpu_checks import grade_timing as time_submission
         from gpu_checks.session import TimingSetupError
@@ -252,6 +256,9 @@ class _Collector:
 
         config.stash[GRADER_BACKEND] = self.backend
 
+    def pytest_sessionstart(self, session):
+        self.session = session
+
     def pytest_collection_finish(self, session):
         from autograder.pytest_plugin import part_and_suite
 
@@ -262,10 +269,7 @@ class _Collector:
 
     def pytest_runtest_logfinish(self, nodeid, location):
         if self.ctx.time_up:
-            self.session.shouldstop = self.ctx.time_up
-
-    def pytest_sessionstart(self, session):
-        self.session = session
+            self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -302,8 +306,8 @@ def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])
-    finished = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, *((pytest.ExitCode.INTERRUPTED,) if stopped() else ()))
-    if plugin.errors or code not in finished:
+    ended = [pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED] + [pytest.ExitCode.INTERRUPTED] * stopped()
+    if plugin.errors or code not in ended:
         raise GradingError(f"the test suites could not run on {source} (pytest exit {int(code)}):\n"
                            + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
 
@@ -320,9 +324,15 @@ def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_d
         units += to_units(rubric.parts["knowledge"].points)
     timing = rubric.parts.get("timing")
     device = timing_device or (timing.device if timing is not None else "auto")
-    if timing is not None and (device != "auto" or timing.require_cuda or _cuda_available()):
+    if timing is not None and timing_counts(timing, device):
         units += to_units(timing.points)
     return units
+
+
+def timing_counts(timing, device: str) -> bool:
+    """Whether the timing part is in the maximum: on a named device, where CUDA is required, or where
+    the default ("auto") finds CUDA."""
+    return device != "auto" or timing.require_cuda or _cuda_available()
 
 
 def _cuda_available() -> bool:
