@@ -18,7 +18,7 @@ import torch
 
 from autograder import batch, errors, grading, isolation
 from autograder import rubric as rubric_file
-from autograder.backends import WorkerBackend
+from autograder.backends import WorkerBackend, entry_points
 from autograder.calls import Call
 from autograder.paths import ASSIGNMENT, REFERENCE, REPO
 from autograder.rubric import Limits
@@ -164,3 +164,29 @@ def test_stubs_that_raise_value_error_score_nothing_in_either_suite(tmp_path):
     passed = {(t.part, t.suite) for t in grade.tests if t.passed}
     assert passed == {("mhsa", "public"), ("mhsa", "hidden"), ("block", "public"), ("block", "hidden")}, \
         "the argument checks themselves pass: the scoring rule withholds their points"
+
+
+@pytest.mark.parametrize("device, counts", [("cpu", True), ("auto", torch.cuda.is_available())])
+def test_timing_after_the_limit_is_not_run_and_keeps_the_usual_maximum(device, counts):
+    """Once the whole-submission limit is reached, the timing part is not run: it scores 0 where it
+    would have been timed (so the maximum is every route's), and stays out of it where it would not."""
+    ctx = grading.GradingContext.create(REFERENCE, isolation="process", timing_device=device)
+    try:
+        ctx.stop_early("grading reached 1 s, the time limit for a whole submission")
+        grade = grading.grade_timing(ctx, grading.Grade("reference", "process", ctx.suites))
+    finally:
+        ctx.close()
+    timing = grade.parts["timing"]
+    assert timing.units == 0 and timing.graded == counts
+    assert "not timed: grading reached 1 s" in grade.rows[-1].output
+
+
+def test_a_forward_call_runs_its_constructor_first_and_a_construction_only_that():
+    """What a blown call fails later: a forward call is failed by a blown constructor or forward; a
+    construct-only call only by a blown constructor; a function call only by itself."""
+    init = {"d_model": 8, "num_heads": 2}
+    assert entry_points(Call("MultiHeadSelfAttention", (), init=init)) == \
+        ("MultiHeadSelfAttention.__init__", "MultiHeadSelfAttention.forward")
+    assert entry_points(Call("MultiHeadSelfAttention", init=init, construct_only=True)) == \
+        ("MultiHeadSelfAttention.__init__",)
+    assert entry_points(Call("causal_mask", (3,))) == ("causal_mask",)
