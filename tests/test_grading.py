@@ -110,14 +110,16 @@ def run_grade_one(submission, out, time_limit, setup=""):
 
 
 def worker_processes() -> list:
-    """Command lines of live worker processes (every worker runs autograder/sandbox/worker_main.py)."""
+    """Command lines of live worker processes of this checkout (every worker runs its
+    autograder/sandbox/worker_main.py; other checkouts' workers on a shared machine are not ours)."""
+    ours = str(REPO / "autograder" / "sandbox")
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "worker_main.py" in cmdline and "reaper" not in cmdline:
+        if "worker_main.py" in cmdline and "reaper" not in cmdline and ours in cmdline:
             found.append(cmdline)
     return found
 
