@@ -4,8 +4,8 @@ Both give the same Outcome and raise the same exceptions, so every test runs unc
 """
 import copy
 import importlib.util
+import re
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -17,9 +17,8 @@ from autograder.sandbox import executor, wire
 from autograder.rubric import Limits
 from autograder.worker import WorkerProcess
 
-# After this many timeouts or crashes a function is no longer called and fails fast instead: each
-# costs a worker restart (seconds), and hypothesis would otherwise call it again while shrinking.
-STRIKES = 2
+# How torch and Python say that an allocation went past the worker's memory limit (RLIMIT_AS).
+OUT_OF_MEMORY = re.compile(r"can't allocate memory|not enough memory|out of memory|cannot allocate memory", re.I)
 HELLO_BYTES = 64 << 10  # the worker's first reply: "ready", or why the import failed
 
 
@@ -27,8 +26,12 @@ class Backend:
     name = "backend"
     isolation = "none"
 
+    time_up = ""  # why the whole-submission limit stopped the grade; "" while there is time
+
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
+        if self.time_up:
+            raise errors.SubmissionTimeout(self.time_up)
         outcome = self._run(call)
         if outcome.forbidden:
             raise errors.ForbiddenApiError(
@@ -47,6 +50,10 @@ class Backend:
 
     def close(self) -> None:
         pass
+
+    def stop_early(self, reason: str) -> None:
+        """The whole-submission limit is reached: every later call fails at once with `reason`."""
+        self.time_up = reason
 
     def _run(self, call: Call) -> Outcome:
         raise NotImplementedError
@@ -82,31 +89,49 @@ class WorkerBackend(Backend):
         self._worker = started
         self._greeted = False  # whether self._worker has said it imported the submission
         self._import_failure = None
-        self._strikes = defaultdict(list)  # function -> the errors (timeout, crash) it caused
+        self._blown = {}  # entry point -> the error of its call that blew a limit (time, memory, crash)
         self.output_log = []
         self.confinement = []  # what the worker applied to itself (sandbox/confine.py), in words
 
     def _run(self, call: Call) -> Outcome:
+        """Carry out `call`. A call that blows a limit (time, memory, or the process) fails, and so
+        does, at once and with the same reason, every later call into the entry point it blew it in
+        (and a module's forward when its constructor blew it): running it again would only blow the
+        limit again, at seconds a call, until the whole-submission limit took every other part's
+        points with it. Grades stay deterministic: the tests run in a fixed order."""
         __tracebackhide__ = True
-        if len(self._strikes[call.target]) >= STRIKES:
-            raise self._strikes[call.target][-1](
-                f"{call.target} timed out or crashed the process {STRIKES} times already, "
-                "so it was not called again")
+        for entry in entry_points(call):
+            if entry in self._blown:
+                kind, why = self._blown[entry]
+                raise kind(f"{entry} was not run again in this grade: an earlier call into it {why}")
+        try:
+            return self._call(call)
+        except errors.SubmissionError:
+            if self.time_up:  # the call was cut short by the whole-submission limit, not by its own fault
+                raise errors.SubmissionTimeout(self.time_up) from None
+            raise
+
+    def _blew(self, call: Call, err: errors.SubmissionError, how: str) -> errors.SubmissionError:
+        """Remember that `call` blew a limit (`how`, in words): its entry point fails fast from now on."""
+        self._blown[entry_points(call)[-1]] = (type(err), f"{how}:\n\n{err}")
+        return err
+
+    def _call(self, call: Call) -> Outcome:
+        __tracebackhide__ = True
         worker = self._ensure_worker()
         try:
             reply = worker.request(wire.encode(call.to_wire() | {"return_inputs": True}), self.limits.call_timeout)
         except TimeoutError:
-            self._strikes[call.target].append(errors.SubmissionTimeout)
             self._stop()
-            raise errors.SubmissionTimeout(
+            raise self._blew(call, errors.SubmissionTimeout(
                 f"{call.signature()} did not finish within {self.limits.call_timeout:g} s "
-                "(an infinite loop, or a Python loop over every element?)") from None
+                "(an infinite loop, or a Python loop over every element?)"), "ran past the time limit of one call") from None
         except (EOFError, OSError, wire.WireError) as err:
             why = (worker.exit_description() if not isinstance(err, wire.WireError)
                    else f"sent garbage ({errors.clean_text(err, 200)})")
-            self._strikes[call.target].append(errors.SubmissionCrashed)
             self._stop()
-            raise errors.SubmissionCrashed(f"the process running your code {why} during {call.signature()}") from None
+            raise self._blew(call, errors.SubmissionCrashed(
+                f"the process running your code {why} during {call.signature()}"), "ended the process running it") from None
         return self._outcome(reply, call)
 
     def _outcome(self, reply, call) -> Outcome:
@@ -115,7 +140,10 @@ class WorkerBackend(Backend):
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code sent a malformed reply to {call.target}")
         if reply["status"] == "raised":
-            raise errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""), call.signature())
+            err = errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""), call.signature())
+            if isinstance(err, (MemoryError, RuntimeError)) and OUT_OF_MEMORY.search(str(reply.get("message"))):
+                raise self._blew(call, err, "ran into the memory limit")
+            raise err
         result = reply.get("result")
         fields = {"output": None, "input_grads": dict, "param_grads": dict, "attributes": dict,
                   "mutated": list, "forbidden": list}
@@ -177,6 +205,23 @@ class WorkerBackend(Backend):
 
     def close(self) -> None:
         self._stop()
+
+    def stop_early(self, reason: str) -> None:
+        """Also ends a call in flight: the worker is killed (a call in flight then fails with `reason`)."""
+        super().stop_early(reason)
+        worker = self._worker
+        if worker is not None:
+            worker.interrupt()
+
+
+def entry_points(call: Call) -> tuple:
+    """The entry points of the submission a call runs, the one it is named after last: a function;
+    a module's constructor; or its constructor, then its forward."""
+    if call.init is None:
+        return (call.target,)
+    if call.construct_only:
+        return (f"{call.target}.__init__",)
+    return f"{call.target}.__init__", f"{call.target}.forward"
 
 
 def mutated_inputs(call: Call, inputs) -> list:

@@ -27,7 +27,7 @@ from autograder import grading, results
 from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
 from autograder.isolation import resolve
-from autograder.slot import SLOT_COMMAND, Attempt, Slot
+from autograder.slot import SLOT_COMMAND, Attempt, Slot, kill_after
 
 FAILURES = grading.STATUSES[1:]  # results without a grade
 POLL_S = 0.2
@@ -127,7 +127,7 @@ def grade_locally(todo: list, out: Path, child_args: list, rubric, isolation: st
             time.sleep(POLL_S)
             progress.draw(sum(s is not None and s.busy for s in slots))
             for slot in slots:
-                attempt = slot.check(rubric.submission_timeout) if slot is not None and slot.busy else None
+                attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
                 if attempt is not None:
                     target = out / f"{attempt.name}.json"
                     status = settle(attempt, target, rubric, isolation, max_units)
@@ -160,7 +160,7 @@ def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isol
     slot = Slot([*command], child_args, logs / "slot.log")
     try:
         slot.send(sub.name, sub.path, target)
-        while (attempt := slot.check(rubric.submission_timeout)) is None:
+        while (attempt := slot.check(kill_after(rubric))) is None:
             time.sleep(POLL_S)
         return settle(attempt, target, rubric, isolation, max_units)
     finally:
@@ -178,9 +178,9 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
         return data["extra_data"]["status"]
     if attempt.timed_out:
         status = "timeout"
-        message = (f"Grading was stopped after {rubric.submission_timeout:g} s, the time limit for a whole "
-                   "submission: some of your code is very slow, or hangs where the per-call limit could not "
-                   "stop it. Score 0 until an instructor looks at it.")
+        message = (f"Grading was stopped after {kill_after(rubric):g} s: it did not end after reaching "
+                   f"{rubric.submission_timeout:g} s, the time limit for a whole submission. Score 0 until an "
+                   "instructor looks at it.")
     else:
         status = "crashed"
         how = attempt.ended or f"exit status {attempt.code} without a results file"

@@ -139,7 +139,7 @@ def grade_on_worker(name: str, kind: str, files: dict, options: list, max_units:
         target.parent.mkdir()
         slot = _slot(options)
         slot.send(name, path, target)
-        while (attempt := slot.check(rubric.submission_timeout)) is None:
+        while (attempt := slot.check(batch.kill_after(rubric))) is None:
             time.sleep(batch.POLL_S)
         batch.settle(attempt, target, rubric, "sandbox", max_units)
         return results.load(target)

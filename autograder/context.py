@@ -36,6 +36,7 @@ class GradingContext:
     timing_device: str = "auto"
     days_late: float = 0.0   # after the due date, for the rubric's late policy
     notes: tuple = ()        # for instructors: settings the machine made the context change
+    time_up: str = ""        # why the whole-submission limit stopped this grade early; "" while there is time
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mhsa-grade-")))
     _backend: object = field(default=None, repr=False)
     _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
@@ -82,7 +83,18 @@ class GradingContext:
                                            started=self._started)
                              if self.isolation else open_in_process(source))
             self._started = None
+            if self.time_up:  # the limit came while the backend was being made
+                self._backend.stop_early(self.time_up)
         return self._backend
+
+    def stop_early(self, reason: str) -> None:
+        """The whole-submission limit is reached (called from the grade's watchdog thread): calls into
+        the submission fail from now on with `reason`, one in flight too, and the grade scores what
+        finished (grading.run_suites)."""
+        self.time_up = reason
+        backend = self._backend
+        if backend is not None:
+            backend.stop_early(reason)
 
     def close(self) -> None:
         """Stop the worker and remove the working folder; safe to call twice."""

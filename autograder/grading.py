@@ -93,13 +93,25 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    collector = _Collector(ctx.backend(grade.source))
-    run_pytest(grade.source, ctx.suites, collector)
+    """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
+    tests that finished keep their results, the one in flight and every one not yet run fail with
+    the reason, and a note says so."""
+    collector = _Collector(ctx.backend(grade.source), ctx)
+    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
     for t in collector.results.values():
         if t.forbidden and t.forbidden not in zeroed.get(t.part, []):
             zeroed.setdefault(t.part, []).append(t.forbidden)
-    return replace(grade, tests=tuple(collector.results.values()), forbidden=zeroed)
+    tests = tuple(collector.results.values())
+    if ctx.time_up:
+        not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up)
+                   for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
+        finished = sum(t.summary != ctx.time_up for t in tests)
+        tests += tuple(not_run)
+        grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
+                                                    f"{len(tests)} tests had finished and keep their results; the "
+                                                    "others failed with the reason"))
+    return replace(grade, tests=tests, forbidden=zeroed)
 
 
 def score(ctx: GradingContext, grade: Grade) -> Grade:
@@ -112,12 +124,16 @@ def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
     if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
         return grade  # nothing runs at all: nothing to compare
+    if ctx.time_up:  # probes would fail for want of time, not for what the code does: no advice beats wrong advice
+        return grade
     from autograder import diagnosis
 
     try:
         found = diagnosis.diagnose(ctx.backend(grade.source), failed)
     except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
         return replace(grade, notes=(*grade.notes, f"no diagnosis: {type(err).__name__}: {err}"))
+    if ctx.time_up:  # the limit came during the probes
+        return grade
     parts = {name: replace(p, diagnosis=found[name]) if name in found else p for name, p in grade.parts.items()}
     return replace(grade, parts=parts)
 
@@ -151,6 +167,9 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
         return grade
     if ctx.isolation is None:
         result = {"status": "skipped", "score": 0.0, "output": "timing needs worker isolation"}
+    elif ctx.time_up:  # where the part is timed it keeps its place in the maximum, as on every other route
+        counts = timing_counts(part, ctx.timing_device)
+        result = {"status": "failed" if counts else "skipped", "score": 0.0, "output": f"not timed: {ctx.time_up}"}
     else:
         from gpu_checks import grade_timing as time_submission
         from gpu_checks.session import TimingSetupError
@@ -224,15 +243,33 @@ def grade(path: Path, **options) -> Grade:
 # ------------------------------------------------------------------------------------------------
 
 class _Collector:
-    """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports."""
+    """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports;
+    stops the session once `ctx.time_up` (the whole-submission limit) is set."""
 
-    def __init__(self, backend):
-        self.backend, self.results, self.errors = backend, {}, []
+    def __init__(self, backend, ctx: GradingContext):
+        self.backend, self.ctx, self.results, self.errors = backend, ctx, {}, []
+        self.planned = {}     # node id -> (part, suite) of every graded test, in run order
+        self.started = set()  # node ids of the tests pytest began
 
     def pytest_configure(self, config):
         from autograder.pytest_plugin import GRADER_BACKEND
 
         config.stash[GRADER_BACKEND] = self.backend
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    def pytest_collection_finish(self, session):
+        from autograder.pytest_plugin import part_and_suite
+
+        self.planned = {item.nodeid: where for item in session.items if (where := part_and_suite(item))}
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.started.add(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if self.ctx.time_up:
+            self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -248,12 +285,14 @@ class _Collector:
         self.results[report.nodeid] = TestResult(
             report.nodeid, info["part"], info["suite"], report.passed,
             summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""))
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
+            requires=info.get("requires", ""))
 
 
-def run_pytest(source: Path, suites, plugin) -> None:
+def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
-    failures in `plugin.errors`); GradingError when the suites themselves cannot run."""
+    failures in `plugin.errors`); GradingError when the suites themselves cannot run. `stopped()`:
+    whether the plugin stopped the session on purpose (the whole-submission limit)."""
     import pytest
 
     # What no grade reads, left out for speed: a failed test's traceback (--tb=no: pytest would parse
@@ -267,7 +306,8 @@ def run_pytest(source: Path, suites, plugin) -> None:
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])
-    if plugin.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    ended = [pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED] + [pytest.ExitCode.INTERRUPTED] * stopped()
+    if plugin.errors or code not in ended:
         raise GradingError(f"the test suites could not run on {source} (pytest exit {int(code)}):\n"
                            + "\n".join(plugin.errors or [log.getvalue()[-3000:]]))
 
@@ -284,9 +324,15 @@ def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_d
         units += to_units(rubric.parts["knowledge"].points)
     timing = rubric.parts.get("timing")
     device = timing_device or (timing.device if timing is not None else "auto")
-    if timing is not None and (device != "auto" or timing.require_cuda or _cuda_available()):
+    if timing is not None and timing_counts(timing, device):
         units += to_units(timing.points)
     return units
+
+
+def timing_counts(timing, device: str) -> bool:
+    """Whether the timing part is in the maximum: on a named device, where CUDA is required, or where
+    the default ("auto") finds CUDA."""
+    return device != "auto" or timing.require_cuda or _cuda_available()
 
 
 def _cuda_available() -> bool:

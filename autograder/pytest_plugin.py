@@ -44,6 +44,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "self_comparison(parity): the test compares the submission with itself or "
                                        "checks a property of its outputs, with no expected value; `parity` names "
                                        "the test of the same function that compares with an oracle")
+    config.addinivalue_line("markers", "argument_check(requires): the test checks that bad arguments are refused; "
+                                       "it counts only when `requires`, a test in the same file of the same "
+                                       "function on valid arguments, passes")
 
 
 def resolve_impl(value: str, workdir: Path) -> Path:
@@ -119,18 +122,27 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     """Attach to each report what the grader needs: part, suite and a student-facing failure."""
     report = (yield).get_result()
-    part = next((m.args[0] for m in item.iter_markers("part")), None)
-    if part is None or report.when != "call" and not report.failed:
+    where = part_and_suite(item)
+    if where is None or report.when != "call" and not report.failed:
         return
-    report.user_properties.append(("part", part))
-    report.user_properties.append(("suite", "hidden" if "tests_hidden" in item.path.parts else "public"))
+    report.user_properties.append(("part", where[0]))
+    report.user_properties.append(("suite", where[1]))
     consistency = item.get_closest_marker("self_comparison")
     if consistency is not None:
         report.user_properties.append(("parity", consistency.kwargs.get("parity", "")))
+    argument_check = item.get_closest_marker("argument_check")
+    if argument_check is not None:
+        report.user_properties.append(("requires", argument_check.kwargs["requires"]))
     if call.excinfo is None:
         return
     for key, value in describe_failure(call.excinfo.value).items():
         report.user_properties.append((key, value))
+
+
+def part_and_suite(item) -> tuple | None:
+    """(rubric part, suite) of a graded test; None for one that grades no part."""
+    part = next((m.args[0] for m in item.iter_markers("part")), None)
+    return None if part is None else (part, "hidden" if "tests_hidden" in item.path.parts else "public")
 
 
 def describe_failure(exc: BaseException) -> dict:

@@ -33,6 +33,7 @@ class TestResult(Points):
     example: str = ""     # hypothesis's falsifying example
     forbidden: str = ""
     parity: str = ""      # a self-comparison test: the name of the parity test it depends on
+    requires: str = ""    # an argument-checking test: the test of the same function on valid input
     units: int = 0        # points earned, in UNITS
     max_units: int = 0
 
@@ -88,9 +89,12 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
     from the rubric, renormalized), then evenly between that suite's tests. `zeroed` maps a part to
     the reasons it scores 0 whatever its tests say (forbidden APIs). A test that compares the
     submission only with itself earns its points only when the parity test it names passed: a
-    submission that computes nothing right is not rewarded for computing it consistently.
+    submission that computes nothing right is not rewarded for computing it consistently. Likewise an
+    argument-checking test earns its points only when the function works on valid input
+    (works_on_valid_input): a stub that raises ValueError for everything has answered nothing.
     """
     outcomes = {t.name: t.passed for t in tests}
+    works = {t.nodeid: works_on_valid_input(t, tests) for t in tests}
     scored, parts = [], {}
     for name, part in rubric.parts.items():
         mine = [t for t in tests if t.part == name and t.suite in suites]
@@ -101,11 +105,15 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
         notes = list(zeroed.get(name, []))
         earned = 0
         for test, max_units in zip(mine, maxima):
-            counts = test.passed and name not in zeroed and parity_holds(test, outcomes)
+            counts = test.passed and name not in zeroed and parity_holds(test, outcomes) and works[test.nodeid]
             scored.append(replace(test, units=max_units if counts else 0, max_units=max_units))
             earned += scored[-1].units
         if name not in zeroed and any(t.passed and not parity_holds(t, outcomes) for t in mine):
             notes.append("consistency tests earn points only once the matching correctness test passes")
+        if name not in zeroed and any(t.passed and not works[t.nodeid] for t in mine):
+            first = ", ".join(sorted({t.requires for t in mine if not works[t.nodeid]}))
+            notes.append(f"tests that bad arguments are refused earn points only once the same code works on valid "
+                         f"arguments ({first} must pass first)")
         parts[name] = PartScore(name, part.title, earned, to_units(part.points), notes=tuple(notes))
     return tuple(scored), parts
 
@@ -121,6 +129,17 @@ def parity_holds(test: TestResult, outcomes: dict) -> bool:
         return outcomes[same_case]
     runs = [passed for n, passed in outcomes.items() if n == test.parity or n.startswith(test.parity + "[")]
     return bool(runs) and all(runs)
+
+
+def works_on_valid_input(test: TestResult, tests) -> bool:
+    """True unless `test` checks argument validation and the test it requires (in the same test file;
+    any of its runs) passed in none of its runs. Any run, not every run: one working case shows that
+    the function was written, and its other mistakes already cost their own tests."""
+    if not test.requires:
+        return True
+    module = test.nodeid.split("::")[0]
+    return any(t.passed for t in tests if t.nodeid.split("::")[0] == module
+               and (t.name == test.requires or t.name.startswith(test.requires + "[")))
 
 
 def total_units(parts: dict) -> tuple:

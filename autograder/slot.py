@@ -13,8 +13,9 @@ and the slot answers on its stdout (status only: scores travel in the results fi
     {"started": "alice"}              when it begins the job (the batch's time limit counts from here)
     {"done": "alice", "code": 0}      0 graded, 2 grading impossible: the results file says which
 Anything else the slot prints goes to its stderr (the batch's log). The slot exits at the end of
-its stdin. The batch side is Slot, below: it kills a slot whose job runs past the submission time
-limit, and records a slot that dies holding a job as "crashed".
+its stdin. Each grade keeps the whole-submission limit itself, scoring what finished when it is
+reached; the batch side is Slot, below: it kills a slot whose job runs past kill_after (that limit
+and time to wrap up), and records a slot that dies holding a job as "crashed".
 """
 import argparse
 import json
@@ -32,6 +33,9 @@ from autograder import paths
 from autograder.worker import signal_name
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.slot")
+# A grade that reaches the whole-submission limit stops calling the submission and scores what
+# finished (autograder/commands/grade.py); this is how long it has to do so before it is killed.
+WRAP_UP_S = 10.0
 
 
 @dataclass
@@ -44,6 +48,13 @@ class Attempt:
     ended: str = ""               # how the grader ended without answering: "signal SIGSEGV", "exit status 1"
     timed_out: bool = False
     tail: str = ""                # the grader's last output, for a crash report
+
+
+def kill_after(rubric) -> float:
+    """Seconds after which a grader that has not answered is killed and its submission gets a `timeout`
+    result: the whole-submission limit, at which the grade itself stops and keeps what finished, plus
+    the time to do so. Every route uses it: a batch, Gradescope's runner, a cluster, the gradebook."""
+    return rubric.submission_timeout + WRAP_UP_S
 
 
 def child_env() -> dict:
@@ -166,7 +177,7 @@ def main(argv=None) -> int:
     for line in sys.stdin:
         job = json.loads(line)
         status.write(json.dumps({"started": job["id"]}) + "\n")
-        code = grade_one(Path(job["path"]), Path(job["results"]), args, rubric)
+        code = grade_one(Path(job["path"]), Path(job["results"]), args, rubric, time_limit=rubric.submission_timeout)
         status.write(json.dumps({"done": job["id"], "code": code}) + "\n")
     return 0
 

@@ -147,7 +147,8 @@ def test_the_corpus_covers_the_brief():
                      "spawn_background", "forbidden_getattr", "forbidden_torch_ops", "disable_monitor",
                      "thread_attention", "utf7_hidden_import", "builtins_lookup", "computed_private",
                      "interpreter_modules", "huge_message", "replace_describe", "large_output", "malformed_reply",
-                     "stop_reading", "fill_disk", "dir_fd_read", "other_checkout", "network"}
+                     "stop_reading", "fill_disk", "dir_fd_read", "other_checkout", "network", "memory_bomb_forward",
+                     "value_error_stubs"}
 
 
 @pytest.mark.parametrize("target", [REFERENCE, Path("/dev/zero")], ids=["reference", "dev-zero"])

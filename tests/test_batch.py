@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch
+from autograder import batch, slot
 from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
@@ -70,20 +70,21 @@ def test_submissions_are_files_notebooks_and_folders_and_names_stay_apart(tmp_pa
                      "carol": "carol"}, "every submission has a results file of its own; links are skipped"
 
 
-def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys):
+def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys, monkeypatch):
     folder, out = tmp_path / "subs", tmp_path / "out"
     folder.mkdir()
     for name in ("good.py", "slow.py", "segv.py", "noresults.py"):
         (folder / name).write_text("")
     (folder / "empty").mkdir()
     rubric = replace(RUBRIC, submission_timeout=3.0)
+    monkeypatch.setattr(slot, "WRAP_UP_S", 0.5)  # the stand-in has nothing to wrap up: killed at 3.5 s
 
     assert batch.run(batch_args(folder, out), rubric=rubric, command=FAKE) == 0
 
     files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     assert set(files) == {"good", "slow", "segv", "empty", "noresults"}
     assert files["good"]["score"] == 7.5
-    assert files["slow"]["extra_data"]["status"] == "timeout" and "3 s" in files["slow"]["output"]
+    assert files["slow"]["extra_data"]["status"] == "timeout" and "stopped after 3.5 s" in files["slow"]["output"]
     assert files["segv"]["extra_data"]["status"] == "crashed" and "SIGSEGV" in files["segv"]["output"]
     assert files["empty"]["extra_data"]["status"] == "error" and "no mhsa.py" in files["empty"]["output"]
     assert files["noresults"]["extra_data"]["status"] == "crashed" and "exit status 2" in files["noresults"]["output"]

@@ -60,39 +60,66 @@ def test_the_timeout_option_reaches_the_worker_and_auto_falls_back_without_bubbl
 
 def test_a_whole_grade_past_its_time_limit_still_writes_results_and_leaves_no_worker(tmp_path):
     """`grade`'s overall limit: a submission that hangs where the per-call limit cannot stop it (at
-    import, whose own limit is 60 s) is stopped after the rubric's whole-submission limit, here 4 s."""
+    import, whose own limit is 60 s) is stopped at the rubric's whole-submission limit, here 4 s: the
+    import in flight is ended, every test fails with the reason, and the grade is written at once."""
     submission = tmp_path / "mhsa.py"
     submission.write_text("while True:\n    pass\n")
     out = tmp_path / "results" / "results.json"
-    script = (
-        "import sys; from dataclasses import replace; from pathlib import Path\n"
-        "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
-        "from argparse import Namespace\n"
-        "rubric = replace(rubric_file.load(), submission_timeout=4.0)\n"
-        "args = Namespace(suite='public', hide=[], isolation='process', timing_device=None, timeout=None)\n"
-        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), args, rubric, show=True, "
-        "time_limit=rubric.submission_timeout))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=os.environ | {"PYTHONPATH": str(REPO)})
-    assert done.returncode == 2, done.stdout + done.stderr
+    started = time.monotonic()
+    done = run_grade_one(submission, out, time_limit=4.0)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - started < 4.0 + 30, "the import in flight was not ended at the limit"
     data = json.loads(out.read_text())
-    assert data["extra_data"]["status"] == "timeout" and "stopped after 4 s" in data["output"]
-    assert data["score"] == 0 and data["extra_data"]["max_score"] == 90.0
+    assert data["extra_data"]["status"] == "graded" and data["score"] == 0 and data["extra_data"]["max_score"] == 90.0
+    assert data["tests"] and all("grading reached 4 s, the time limit for a whole submission" in t["output"]
+                                 for t in data["tests"] if t["tags"][-1] in ("public", "hidden"))
+    assert "the whole-submission time limit was reached: 0 of" in data["output"].lower()
     deadline = time.monotonic() + 15  # the reaper notices its lifeline close and kills within moments
     while (leftovers := worker_processes()) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not leftovers, f"a worker outlived the grade: {leftovers}"
 
 
+def test_a_grade_that_does_not_end_after_its_time_limit_is_ended_with_a_timeout_result(tmp_path):
+    """The backstop: should the grading process itself not end WRAP_UP_S after the whole-submission
+    limit (here a pipeline that hangs in this process), `grade` writes a `timeout` result and exits 2."""
+    submission = tmp_path / "mhsa.py"
+    submission.write_text(paths.REFERENCE.read_text())
+    out = tmp_path / "results" / "results.json"
+    done = run_grade_one(submission, out, time_limit=2.0, setup="import time; from autograder import grading, slot\n"
+                         "slot.WRAP_UP_S = 1.0\ngrading.run = lambda ctx: time.sleep(600)\n")
+    assert done.returncode == 2, done.stdout + done.stderr
+    data = json.loads(out.read_text())
+    assert data["extra_data"]["status"] == "timeout" and "stopped after 3 s" in data["output"]
+    assert data["score"] == 0 and data["extra_data"]["max_score"] == 90.0
+
+
+def run_grade_one(submission, out, time_limit, setup=""):
+    """`grade`'s own function (grade_one, with its backstop) in a subprocess, under a short
+    whole-submission limit (the command line takes it from rubric.toml)."""
+    script = (
+        f"{setup}import sys; from dataclasses import replace; from pathlib import Path\n"
+        "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
+        "from argparse import Namespace\n"
+        f"rubric = replace(rubric_file.load(), submission_timeout={time_limit})\n"
+        "args = Namespace(suite='public', hide=[], isolation='process', timing_device=None, timeout=None)\n"
+        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), args, rubric, show=True, "
+        "time_limit=rubric.submission_timeout, backstop=True))\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": str(REPO)})
+
+
 def worker_processes() -> list:
-    """Command lines of live worker processes (every worker runs autograder/sandbox/worker_main.py)."""
+    """Command lines of live worker processes of this checkout (every worker runs its
+    autograder/sandbox/worker_main.py; other checkouts' workers on a shared machine are not ours)."""
+    ours = str(REPO / "autograder" / "sandbox")
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "worker_main.py" in cmdline and "reaper" not in cmdline:
+        if "worker_main.py" in cmdline and "reaper" not in cmdline and ours in cmdline:
             found.append(cmdline)
     return found
 

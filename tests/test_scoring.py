@@ -1,5 +1,6 @@
 """Points per part from test outcomes: suite shares, even split, exact totals, zeroed parts, skipped
-parts, and consistency tests that count only once their parity test passes."""
+parts, consistency tests that count only once their parity test passes, and argument checks that
+count only once the function works on valid arguments."""
 import pytest
 
 from autograder import rubric as rubric_file
@@ -68,6 +69,37 @@ def test_a_stub_that_always_raises_earns_nothing_from_consistency_tests(rubric):
              + [TestResult("hidden::test_invariant", "masks", "hidden", True, parity="test_masks0")])
     _, parts = score_parts(tests, rubric, ("hidden",), {})
     assert parts["masks"].units == 0
+
+
+def argument_checks(module, works_outcomes):
+    """A constructor test with the given outcomes and two passing argument checks requiring it."""
+    works = [TestResult(f"{module}::test_attributes[{i}]", "mhsa", "hidden", ok) for i, ok in enumerate(works_outcomes)]
+    checks = [TestResult(f"{module}::test_bad_heads[{i}]", "mhsa", "hidden", True, requires="test_attributes")
+              for i in range(2)]
+    return works + checks
+
+
+def test_argument_checks_of_a_stub_that_raises_value_error_earn_nothing(rubric):
+    """A stub that raises ValueError for everything passes every argument check: a non-answer."""
+    scored, parts = score_parts(argument_checks("hidden/test_mhsa.py", [False, False]), rubric, ("hidden",), {})
+    assert parts["mhsa"].units == 0 and all(t.units == 0 for t in scored)
+    assert any("bad arguments are refused" in note and "test_attributes" in note for note in parts["mhsa"].notes)
+
+
+def test_argument_checks_count_once_any_run_of_the_required_test_passes(rubric):
+    scored, parts = score_parts(argument_checks("hidden/test_mhsa.py", [False, True]), rubric, ("hidden",), {})
+    earned = {t.name: t.units > 0 for t in scored}
+    assert earned == {"test_attributes[0]": False, "test_attributes[1]": True,
+                      "test_bad_heads[0]": True, "test_bad_heads[1]": True}
+    assert not any("bad arguments" in note for note in parts["mhsa"].notes)
+
+
+def test_the_required_test_is_looked_up_in_the_same_file(rubric):
+    """A passing test of the same name in another file (the block's constructor) does not count."""
+    tests = argument_checks("hidden/test_mhsa.py", [False]) + [
+        TestResult("hidden/test_block.py::test_attributes", "block", "hidden", True)]
+    scored, _ = score_parts(tests, rubric, ("hidden",), {})
+    assert all(t.units == 0 for t in scored if t.requires)
 
 
 def test_parts_not_graded_are_left_out_of_the_maximum():

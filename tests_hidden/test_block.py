@@ -79,6 +79,7 @@ def test_attributes(impl):
                     "ff2 = nn.Linear(d_ff, d_model), norm1 and norm2 = nn.LayerNorm(d_model, eps=...).")
 
 
+@pytest.mark.argument_check(requires="test_attributes")
 @pytest.mark.parametrize("activation", ["tanh", "swish", ""])
 def test_unknown_activation_raises(impl, activation):
     call = Call("TransformerBlock", init={"d_model": 8, "num_heads": 2, "d_ff": 16, "activation": activation},

@@ -77,6 +77,7 @@ def test_attributes(impl, d_model, num_heads, bias):
         expect(not extra, f"{call.signature()}: bias=False, yet there are parameters {', '.join(extra)}.")
 
 
+@pytest.mark.argument_check(requires="test_attributes")
 @pytest.mark.parametrize("d_model, num_heads", [(6, 4), (8, 3), (4, 8), (8, 0), (8, -2)])
 def test_invalid_head_count_raises(impl, d_model, num_heads):
     call = Call("MultiHeadSelfAttention", init={"d_model": d_model, "num_heads": num_heads}, construct_only=True)

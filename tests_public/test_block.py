@@ -101,12 +101,14 @@ def test_constructor_attributes(impl):
                 "no other parameters.")
 
 
+@pytest.mark.argument_check(requires="test_constructor_attributes")
 @pytest.mark.parametrize("activation", ["tanh", "swish", "sigmoid"])
 def test_unknown_activation_raises_value_error(impl, activation):
     expect_raises(impl, Call(BLOCK, init=settings(activation=activation), construct_only=True), ValueError,
                   hint="only 'relu' and 'gelu' are valid activations: raise ValueError for anything else.")
 
 
+@pytest.mark.argument_check(requires="test_constructor_attributes")
 def test_invalid_head_count_raises_value_error(impl):
     init = settings() | {"num_heads": 5}
     expect_raises(impl, Call(BLOCK, init=init, construct_only=True), ValueError,

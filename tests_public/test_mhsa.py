@@ -116,6 +116,7 @@ def test_constructor_attributes(impl, d_model, h, bias):
 
 @pytest.mark.parametrize("d_model, h", [(12, 5), (12, 0), (12, -3), (12, 24)],
                          ids=["5-does-not-divide-12", "zero", "negative", "more-than-features"])
+@pytest.mark.argument_check(requires="test_constructor_attributes")
 def test_invalid_head_count_raises_value_error(impl, d_model, h):
     expect_raises(impl, Call(MHSA, init={"d_model": d_model, "num_heads": h}, construct_only=True), ValueError,
                   hint="raise ValueError in __init__ when num_heads < 1 or num_heads does not divide d_model.")

@@ -46,16 +46,23 @@ def run(args) -> int:
     from autograder.rubric import load
 
     rubric = load()
-    return grade_one(args.path, args.results, args, rubric, show=True, time_limit=rubric.submission_timeout)
+    return grade_one(args.path, args.results, args, rubric, show=True, time_limit=rubric.submission_timeout,
+                     backstop=True)
 
 
-def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, time_limit=None) -> int:
+def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, time_limit=None,
+              backstop=False) -> int:
     """Grade `path` with `args`' grade options; 0 graded, 2 grading impossible. The results file (if
     asked for) is written atomically, once the grade is complete; `show` prints the score table.
-    `time_limit`: seconds for the whole grade, after which the worker is stopped, a `timeout` results
-    file written and the process ended (a batch's slot has its own limit, kept by the batch)."""
+    `time_limit`: seconds for the whole grade. When they are up, the call in flight is stopped, every
+    later call into the submission fails at once, and the grade ends as usual: the tests that finished
+    keep their results, the others fail with the reason (grading.run_suites). `backstop`: should the
+    grade still not have ended slot.WRAP_UP_S later (this process itself stuck), write a `timeout`
+    results file and end the process; a batch's slot has no backstop of its own: the batch kills it
+    at slot.kill_after, and writes that result."""
     from autograder import grading, results
     from autograder.context import GradingContext
+    from autograder.slot import WRAP_UP_S
 
     suites = SUITE_CHOICES[args.suite]
     hide = [*args.hide, *([results_file.resolve().parent] if results_file else [])]
@@ -71,13 +78,17 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     # watchdog, and report that kill as the student's crash.
     finishing = threading.Lock()
 
+    def time_is_up():
+        ctx.stop_early(f"grading reached {time_limit:g} s, the time limit for a whole submission, before this "
+                       "finished: some of your code is very slow, or hangs where the per-call limit could not stop it")
+
     def out_of_time():
         finishing.acquire()
         try:  # whatever fails here, the process ends: the grade must not hang on a lock this thread holds
             grade = grading.failure(path.name.removesuffix(".py"), "timeout",
-                                    f"Grading was stopped after {time_limit:g} s, the time limit for a whole "
-                                    "submission: some of your code is very slow, or hangs where the per-call limit "
-                                    "could not stop it. Score 0 until an instructor looks at it.", max_units(),
+                                    f"Grading was stopped after {time_limit + WRAP_UP_S:g} s: it did not end "
+                                    f"{WRAP_UP_S:g} s after reaching {time_limit:g} s, the time limit for a whole "
+                                    "submission. Score 0 until an instructor looks at it.", max_units(),
                                     ctx.isolation_level, suites)
             if results_file:
                 results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
@@ -86,8 +97,10 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
         finally:
             os._exit(2)
 
-    watchdog = threading.Timer(time_limit, out_of_time) if time_limit else None
-    if watchdog:
+    watchdogs = [threading.Timer(time_limit, time_is_up)] if time_limit else []
+    if time_limit and backstop:
+        watchdogs.append(threading.Timer(time_limit + WRAP_UP_S, out_of_time))
+    for watchdog in watchdogs:
         watchdog.daemon = True
         watchdog.start()
     try:
@@ -97,7 +110,7 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
                                 f"This submission could not be graded: {err}", max_units(), ctx.isolation_level, suites)
         code = 2
     finally:
-        if watchdog:
+        for watchdog in watchdogs:
             watchdog.cancel()
     finishing.acquire()  # held by a watchdog that fired: it writes the timeout and ends the process
     if show:

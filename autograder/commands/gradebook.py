@@ -25,6 +25,7 @@ from pathlib import Path
 
 from autograder.isolation import LEVELS
 from autograder.paths import COURSE, REPO
+from autograder.slot import kill_after
 
 TOLERANCE = 1e-6
 POLICIES = {
@@ -33,6 +34,9 @@ POLICIES = {
     "isolated": "every notebook: each part gets its isolated score, lower or higher",
 }
 EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 4 some failed, 5 both
+# An isolated grade is `grade` in a child process: it keeps the whole-submission limit itself (and ends
+# itself by kill_after); its start-up (Python, torch) comes before that clock starts.
+GRADER_START_S = 30.0
 STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
 # What an isolated grade depends on besides the notebook: a change to any of it invalidates the cache.
 # The commands (this one included) only call the grading engine.
@@ -104,7 +108,7 @@ def run(args) -> int:
         for student in students:
             read_in_kernel(gb, course, assignment, student)
 
-    grade_all(students, course, store, args, rubric_file.load().submission_timeout)
+    grade_all(students, course, store, args, kill_after(rubric_file.load()) + GRADER_START_S)
     for student in students:
         compare(student)
     if args.write:
@@ -207,7 +211,7 @@ def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeo
         try:
             done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return None, f"the isolated grade took more than {timeout:g} s (the rubric's submission limit)", timeout
+            return None, f"the isolated grade took more than {timeout:g} s (past the rubric's submission limit)", timeout
         seconds = time.monotonic() - started
         data = load_results(out)
         if done.returncode != 0 or data is None:
