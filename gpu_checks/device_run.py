@@ -6,7 +6,8 @@
 
 Steps, each in its own process under its own time limit, so that a slow or failing step cannot eat
 the others' time; a step that fails or runs out of time is recorded and the next one runs:
-  versions       the GPU, its driver, python, torch, CUDA, and the versions of numpy, pytest, hypothesis, triton
+  versions       the GPU, its driver, python, torch, CUDA, the versions of numpy, pytest, hypothesis, triton,
+                 and whether CUDA works once root is dropped for nobody (as the timing workers do)
   cuda_tests     `pytest -m cuda tests/test_gpu_checks.py` (on the dry run: the same tests on the CPU)
   grade_*        `python -m autograder grade` with the timing part on CUDA, for the reference and for the
                  loop over heads (gpu_checks/calibration/bad_loop_heads.py), each writing its results.json
@@ -65,6 +66,23 @@ for name in ("numpy", "pytest", "hypothesis", "triton"):
         info[name] = f"missing ({type(err).__name__})"
 print(json.dumps(info))
 """
+# As root, a worker drops to nobody before importing torch (autograder/sandbox/confine.py): whether CUDA
+# still works then, without Landlock, tells a driver's permissions from the worker's confinement.
+NOBODY_PROBE = """
+import json, os
+try:
+    os.setgroups([]); os.setgid(65534); os.setuid(65534)
+    user = "nobody"
+except OSError as err:
+    user = f"uid {os.geteuid()} ({err.strerror})"
+os.environ["HOME"] = "/tmp"
+import torch
+info = {"user": user, "cuda_available": torch.cuda.is_available()}
+if info["cuda_available"]:
+    x = torch.ones(64, 64, device="cuda")
+    info["matmul_ok"] = (x @ x).sum().item() == 64 ** 3
+print(json.dumps({"as_worker_user": info}))
+"""
 NVIDIA_SMI_QUERY = "name,driver_version,memory.total,power.limit,clocks.max.sm"
 
 
@@ -81,8 +99,8 @@ class Step:
 def plan(dry_run: bool, work: Path, out: Path, python: str = sys.executable) -> list:
     """The steps, in order; validate's limit is set when it starts (the time left)."""
     timing_device = "cpu" if dry_run else "cuda"
-    steps = [Step("versions", [[python, "-c", VERSIONS_PROBE]] + ([] if dry_run else [
-        ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"]]), 30),
+    steps = [Step("versions", [[python, "-c", VERSIONS_PROBE], [python, "-c", NOBODY_PROBE]] + ([] if dry_run else [
+        ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"]]), 40),
         Step("cuda_tests", [[python, "-m", "pytest", "-m", "cuda", "tests/test_gpu_checks.py", "-q", "-rs",
                              f"--junitxml={out / FILES['cuda_tests']}"]], 120 if dry_run else 75, ["cuda_tests"],
              {TEST_DEVICE_ENV: timing_device})]
@@ -230,6 +248,7 @@ def markdown(s: dict, out: Path) -> str:
              f"- python {v.get('python')}, torch {v.get('torch')}, CUDA {v.get('cuda')}, cuDNN {v.get('cudnn')}, "
              f"triton {v.get('triton')}, numpy {v.get('numpy')}, pytest {v.get('pytest')}, "
              f"hypothesis {v.get('hypothesis')}",
+             f"- CUDA once root is dropped, as in the timing workers: {v.get('as_worker_user', '-')}",
              f"- elapsed {s['elapsed_s']} s; every step exited 0: {s['all_steps_ok']}", "",
              "| step | limit (s) | seconds | result |", "| --- | --- | --- | --- |"]
     lines += [f"| {st['name']} | {st.get('limit_s', '-')} | {st.get('seconds', '-')} | {st['status']} |"

@@ -515,7 +515,7 @@ def test_device_run_plans_every_step_on_the_device_asked_within_the_total_time(t
     assert "--rubric" in dry["validate"].commands[0] and "pairs = 6" in (tmp_path / "dry-run-rubric.toml").read_text()
     assert (gpu["cuda_tests"].env, dry["cuda_tests"].env) == ({"GPU_CHECKS_TEST_DEVICE": "cuda"},
                                                               {"GPU_CHECKS_TEST_DEVICE": "cpu"})
-    assert "nvidia-smi" in gpu["versions"].commands[1]
+    assert "nvidia-smi" in gpu["versions"].commands[2]
     # the steps before validate, at their limits, leave it two minutes of budget and its grace
     fixed = sum(s.limit_s for s in gpu.values() if s.name != "validate")
     assert fixed + device_run.VALIDATE_GRACE_S + 120 <= device_run.TOTAL_S["gpu"] <= 8 * 60
@@ -551,6 +551,7 @@ def fake_device_output(tmp_path, kind="gpu"):
     (work / "versions.out").write_text(
         '$ python -c ...\n{"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cuda_available": true, '
         '"gpu": "NVIDIA H200", "gpu_memory_gib": 139.8, "capability": "9.0", "triton": "3.6.0"}\n'
+        '{"as_worker_user": {"user": "nobody", "cuda_available": true, "matmul_ok": true}}\n'
         "$ nvidia-smi ...\nname, driver_version, memory.total [MiB], power.limit [W], clocks.max.sm [MHz]\n"
         "NVIDIA H200, 580.65.06, 143771 MiB, 700.00 W, 1980 MHz\n")
     row = {"name": "timing: speed against the reference (CUDA)", "score": 5.0, "max_score": 5.0, "tags": ["timing"],
@@ -580,6 +581,7 @@ def test_device_run_summary_reads_every_step_output(tmp_path):
     out = fake_device_output(tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["versions"]["gpu"] == "NVIDIA H200" and summary["versions"]["driver"] == "580.65.06"
+    assert summary["versions"]["as_worker_user"] == {"user": "nobody", "cuda_available": True, "matmul_ok": True}
     assert summary["all_steps_ok"] is False and summary["steps"][2]["status"] == "exit 1"
     assert summary["grades"] == {"reference": {"status": "graded", "score": 100.0, "max_score": 100.0, "timing": {
         "name": "timing: speed against the reference (CUDA)", "score": 5.0, "max_score": 5.0,
