@@ -237,7 +237,8 @@ def summary(kind: str, started: str, elapsed: float, steps: list, out: Path, wor
                        if by_name[f"grade_{name}"].result["status"] != "not run"},
             "cuda_tests": test_summary(out / FILES["cuda_tests"]),
             "validation": collect_validation(work, out),
-            "files": sorted({p.name for p in out.iterdir() if p.is_file()} | {FILES["summary_json"], FILES["summary_md"]})}
+            "files": sorted({p.name for p in out.iterdir() if p.is_file()}
+                            | {FILES["summary_json"], FILES["summary_md"]})}
 
 
 def markdown(s: dict, out: Path) -> str:
@@ -260,7 +261,8 @@ def markdown(s: dict, out: Path) -> str:
             continue
         timing = grade["timing"] or {}
         lines += [f"- {name}: {grade['status']}, {grade['score']} / {grade['max_score']}; timing row "
-                  f"{timing.get('score')} / {timing.get('max_score')}", "", "```", timing.get("output") or "", "```", ""]
+                  f"{timing.get('score')} / {timing.get('max_score')}", "",
+                  "```", timing.get("output") or "", "```", ""]
     tests = s["cuda_tests"]
     lines += ["## CUDA tests (`pytest -m cuda`)", ""]
     if tests is None:

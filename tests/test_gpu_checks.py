@@ -527,7 +527,8 @@ def test_device_run_keeps_going_after_a_step_fails_or_runs_out_of_time(tmp_path)
     py = sys.executable
     steps = [device_run.Step("hangs", [[py, "-c", "import subprocess, sys, time; subprocess.Popen("
                                         "[sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]], 2),
-             device_run.Step("fails", [[py, "-c", "print('half'); raise SystemExit(3)"], [py, "-c", "print('on')"]], 30),
+             device_run.Step("fails", [[py, "-c", "print('half'); raise SystemExit(3)"],
+                                       [py, "-c", "print('on')"]], 30),
              device_run.Step("missing", [["no-such-program-here"]], 30),
              device_run.Step("works", [[py, "-c", "print('done')"]], 30)]
     log = tmp_path / "device-run.log"
