@@ -13,8 +13,8 @@ the others' time; a step that fails or runs out of time is recorded and the next
                  loop over heads (gpu_checks/calibration/bad_loop_heads.py), each writing its results.json
   validate       gpu_checks/validate_gpu.py, last: it gets the time the steps before it left
 All run at the process isolation level (the GPU machine has no bubblewrap). Everything lands in OUT,
-at most 8 plain files (FILES), rewritten summary first after every step, so that a run killed from
-outside keeps what it measured. `python gpu_checks/publish_device_run.py OUT` turns them into
+at most 8 plain files (FILES); the log and the summary are rewritten after every step, so that a run
+killed from outside keeps what it measured. `python gpu_checks/publish_device_run.py OUT` turns them into
 docs/benchmarks/gpu-validation-DATE.md and .json. Standard library only: a broken torch is a finding
 of the versions step, not a crash of this script. Exit status 0 when every step exited 0.
 """
@@ -36,6 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 DRY_RUN_ENV = "DEVICE_RUN_CPU_DRY_RUN"
 TEST_DEVICE_ENV = "GPU_CHECKS_TEST_DEVICE"  # tests/test_gpu_checks.py's CUDA tests run on this device
 TOTAL_S = {"gpu": 470, "cpu-dry-run": 900}  # the whole run, under the 8 minutes a device call is planned for
+# Each step's limit on the GPU: a grade's timing part on CUDA runs 8 cases with the rubric's settings;
+# the loop over heads stops at its first failed case. On the CPU's dry run, 120 s each.
+LIMITS_S = {"versions": 40, "cuda_tests": 60, "grade_reference": 90, "grade_bad_loop_heads": 75}
+DRY_RUN_LIMIT_S = 120
 VALIDATE_GRACE_S = 50  # a session validate_gpu started just before its budget ran out still finishes
 LOG_BYTES_PER_STEP = 1 << 20
 GRADED = {"reference": REPO / "reference" / "mhsa.py",
@@ -56,9 +60,13 @@ try:
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, capability=f"{p.major}.{p.minor}", gpu_memory_gib=round(p.total_memory / 2**30, 1),
-                    device_count=torch.cuda.device_count(), cuda_driver_api=torch._C._cuda_getDriverVersion())
+                    device_count=torch.cuda.device_count())
 except Exception as err:
     info["torch_error"] = repr(err)
+try:  # the driver's version where nvidia-smi is missing
+    info["driver_proc"] = open("/proc/driver/nvidia/version").readline().strip()
+except OSError:
+    pass
 for name in ("numpy", "pytest", "hypothesis", "triton"):
     try:
         info[name] = importlib.import_module(name).__version__
@@ -91,7 +99,6 @@ class Step:
     name: str
     commands: list  # argv lists, run one after another within the step's limit
     limit_s: float
-    files: list = field(default_factory=list)  # FILES keys this step writes
     env: dict = field(default_factory=dict)
     result: dict = field(default_factory=lambda: {"status": "not run"})
 
@@ -99,16 +106,20 @@ class Step:
 def plan(dry_run: bool, work: Path, out: Path, python: str = sys.executable) -> list:
     """The steps, in order; validate's limit is set when it starts (the time left)."""
     timing_device = "cpu" if dry_run else "cuda"
+
+    def limit(name):
+        return DRY_RUN_LIMIT_S if dry_run else LIMITS_S[name]
+
     steps = [Step("versions", [[python, "-c", VERSIONS_PROBE], [python, "-c", NOBODY_PROBE]] + ([] if dry_run else [
-        ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"]]), 40),
+        ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"]]), limit("versions")),
         Step("cuda_tests", [[python, "-m", "pytest", "-m", "cuda", "tests/test_gpu_checks.py", "-q", "-rs",
-                             f"--junitxml={out / FILES['cuda_tests']}"]], 120 if dry_run else 75, ["cuda_tests"],
-             {TEST_DEVICE_ENV: timing_device})]
+                             f"--junitxml={out / FILES['cuda_tests']}"]], limit("cuda_tests"),
+             env={TEST_DEVICE_ENV: timing_device})]
     for name, path in GRADED.items():
         steps.append(Step(f"grade_{name}", [[python, "-m", "autograder", "grade", str(path.relative_to(REPO)),
                                              "--isolation", "process", "--timing-device", timing_device,
                                              "--results", str(out / FILES[f"grade_{name}"])]],
-                          120 if dry_run else 75, [f"grade_{name}"]))
+                          limit(f"grade_{name}")))
     validate = [python, "gpu_checks/validate_gpu.py", "--isolation", "process", "--device", timing_device,
                 "--out", str(work / "validation")]
     if dry_run:
@@ -116,7 +127,7 @@ def plan(dry_run: bool, work: Path, out: Path, python: str = sys.executable) -> 
         rubric.write_text((REPO / "rubric.toml").read_text().replace("[parts.timing.cpu]\n",
                                                                      "[parts.timing.cpu]\n" + DRY_RUN_TIMING))
         validate += ["--rubric", str(rubric), "--repeats", "3"]
-    steps.append(Step("validate", [validate], 0, ["validation_md", "validation_json"]))
+    steps.append(Step("validate", [validate], 0))
     return steps
 
 
@@ -245,7 +256,7 @@ def markdown(s: dict, out: Path) -> str:
     v = s["versions"]
     lines = [f"# Device run ({s['kind']}), {s['started']}", "",
              f"- GPU: {v.get('gpu', 'none')} ({v.get('gpu_memory_gib', '-')} GiB, compute capability "
-             f"{v.get('capability', '-')}); driver {v.get('driver', '-')}",
+             f"{v.get('capability', '-')}); driver {v.get('driver') or v.get('driver_proc', '-')}",
              f"- python {v.get('python')}, torch {v.get('torch')}, CUDA {v.get('cuda')}, cuDNN {v.get('cudnn')}, "
              f"triton {v.get('triton')}, numpy {v.get('numpy')}, pytest {v.get('pytest')}, "
              f"hypothesis {v.get('hypothesis')}",
