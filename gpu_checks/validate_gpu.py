@@ -45,12 +45,13 @@ REPEATS = 10
 class Validation(Study):
     """The study on CUDA, within a time budget, keeping the full sessions' tables for the report."""
 
-    def __init__(self, rubric, isolation, device: str = "cuda"):
+    def __init__(self, rubric, isolation, device: str = "cuda", budget_s: float = BUDGET_S, repeats: int = REPEATS):
         super().__init__(rubric, isolation, device)
+        self.budget_s, self.repeats = budget_s, repeats
         self.tables = []  # (name, rendered session)
 
     def out_of_time(self) -> bool:
-        return time.monotonic() - self.start > BUDGET_S
+        return time.monotonic() - self.start > self.budget_s
 
     def single(self, name: str, path: Path, full: bool, seed: int = 0):
         if self.out_of_time():
@@ -61,14 +62,14 @@ class Validation(Study):
             self.tables.append((name, render(session)))
 
     def repeated(self, name: str, path: Path) -> bool:
-        """REPEATS - 1 runs on one pair of workers (the decision's stability), then one full session.
+        """repeats - 1 runs on one pair of workers (the decision's stability), then one full session.
         False after a grader error (recorded), e.g. CUDA out of the sandbox's reach."""
         _, limits, hidden = session_environment(self.rubric, self.device)
         t0 = time.monotonic()
         try:
             with timing_workers({STUDENT: path, REFERENCE: REFERENCE_FILE}, self.device, self.isolation, limits,
                                 hidden) as workers:
-                for seed in range(REPEATS - 1):
+                for seed in range(self.repeats - 1):
                     if self.out_of_time():
                         break
                     results = run_cases(self.settings.cases(), workers, self.settings, reference_weights, seed)
@@ -78,7 +79,7 @@ class Validation(Study):
             self.keep(name, {"status": "grader error", "error": str(err), "cases": {}}, t0)
             print(f"grader error: {err}")
             return False
-        self.single(name, path, full=False, seed=REPEATS)
+        self.single(name, path, full=False, seed=self.repeats)
         return True
 
 
@@ -88,7 +89,7 @@ def write(validation: Validation, out: Path) -> bool:
     now = datetime.datetime.now(datetime.timezone.utc)
     header = {"date": figures["date"], "device": validation.device, "machine": figures["machine"],
               "torch": torch.__version__,
-              "cuda": torch.version.cuda, "isolation": validation.isolation.level,
+              "cuda": torch.version.cuda, "isolation": validation.isolation.level, "budget_s": validation.budget_s,
               "elapsed_s": figures["elapsed_s"], "all_expectations_met": ok}
     rubric_lines = suggested_rubric_lines(validation.items, validation.settings, validation.device)
     lines = [f"# gpu_checks validation, {header['date']}", "", *(f"- {k}: {v}" for k, v in header.items()), "",
@@ -114,11 +115,15 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: a dry run of this script with the rubric's CPU settings (validates nothing on CUDA)")
     parser.add_argument("--rubric", type=Path, default=RUBRIC_FILE)
+    parser.add_argument("--budget-s", type=float, default=BUDGET_S,
+                        help="no new session starts after this many seconds (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help="runs of the reference and of the loop over heads (default %(default)s)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to validate")
         return 1
-    validation = Validation(load(args.rubric), resolve(args.isolation), args.device)
+    validation = Validation(load(args.rubric), resolve(args.isolation), args.device, args.budget_s, args.repeats)
     if not validation.repeated("reference", REFERENCE_FILE):  # nothing else can run either
         write(validation, args.out)
         return 1

@@ -1,10 +1,17 @@
 """gpu_checks on CPU: the decision rules with scripted clocks, the worker-side measurements with real
 tensors in this process, and two whole sessions through real worker processes. Every anti-cheat
-check has a submission or a script here that it must fail."""
+check has a submission or a script here that it must fail. Tests marked `cuda` run on a GPU (skipped
+without one; the device run's dry run runs them on the CPU); the device run's own script is tested here
+on made-up output."""
 import dataclasses
 import importlib.util
+import json
 import math
+import os
 import random
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +22,7 @@ from autograder import rubric as rubric_module
 from autograder.isolation import Isolation
 from autograder.paths import REFERENCE as REFERENCE_FILE
 from autograder.sandbox import executor
-from gpu_checks import grade_timing, harness
+from gpu_checks import device_run, grade_timing, harness
 from gpu_checks.__main__ import main as cli_main
 from gpu_checks.participants import (Measurement, ParticipantError, measurement, run_request, setup_request,
                                      setup_result)
@@ -257,14 +264,15 @@ def test_cases_after_a_failure_are_not_run_and_inputs_replay_from_the_seed():
 class LocalWorker:
     """timing_worker's session and the grader's reply checks, without the process: trusted files only."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, device: str = "cpu"):
+        self.device = device
         spec = importlib.util.spec_from_file_location(f"timed_{path.stem}", path)
         self.module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.module)
         self.session = TimingSession(executor.ForbiddenApiMonitor, executor.forbidden_submodules)
 
     def setup(self, case, state):
-        return setup_result(self._answer(setup_request(case, state, "cpu")))
+        return setup_result(self._answer(setup_request(case, state, self.device)))
 
     def run(self, case, seed, seq_len, monitor):
         t0 = time.perf_counter()
@@ -295,9 +303,10 @@ def restored_flags():
         FLAGS[name][1](value)
 
 
-def judge_file(path: Path, s):
-    state = LocalWorker(REFERENCE_FILE).module.MultiHeadSelfAttention(32, 4).state_dict()
-    workers = {STUDENT: LocalWorker(path), REFERENCE: LocalWorker(REFERENCE_FILE)}
+def judge_file(path: Path, s, device: str = "cpu"):
+    config = s.configs[0]
+    state = LocalWorker(REFERENCE_FILE).module.MultiHeadSelfAttention(config.d_model, config.num_heads).state_dict()
+    workers = {STUDENT: LocalWorker(path, device), REFERENCE: LocalWorker(REFERENCE_FILE, device)}
     return [measure_case(case, workers, state, s, random.Random(3)) for case in s.cases()]
 
 
@@ -345,14 +354,15 @@ def test_malformed_worker_replies_are_rejected():
 
 # --- whole sessions through real worker processes ------------------------------------------------
 
-def rubric_for_cpu(**overrides):
-    """The rubric with its [parts.timing.cpu] table made small: tiny shapes, few pairs, float32 only."""
+def small_rubric(device: str = "cpu", **overrides):
+    """The rubric with the device's timing keys made small: tiny shapes, few pairs, float32 only."""
     real = rubric_module.load()
     table = real.parts["timing"].settings
-    cpu = {**table["cpu"], "configs": {"tiny": {**TINY["tiny"], "threshold": 4.0}}, "dtypes": ["float32"],
-           "pairs": 6, "early_pairs": 3, "rerun_pairs": 8, "warmup_pairs": 1, "check_calls": 1, "solo_calls": 3,
-           **NOISE_PROOF, **overrides}
-    timing = dataclasses.replace(real.parts["timing"], settings={**table, "cpu": cpu})
+    small = {"configs": {"tiny": {**TINY["tiny"], "threshold": 4.0}}, "dtypes": ["float32"], "pairs": 6,
+             "early_pairs": 3, "rerun_pairs": 8, "warmup_pairs": 1, "check_calls": 1, "solo_calls": 3, **NOISE_PROOF,
+             **overrides}
+    settings = {**table, "cpu": {**table["cpu"], **small}} if device == "cpu" else {**table, **small}
+    timing = dataclasses.replace(real.parts["timing"], settings=settings)
     return dataclasses.replace(real, parts={**real.parts, "timing": timing})
 
 
@@ -377,7 +387,7 @@ def test_a_submission_that_cannot_be_imported_fails_every_case_and_says_why(monk
 
 
 def test_grade_timing_catches_clocks_tampered_inside_the_worker():
-    result = grade_timing(GPU_CHECKS / "adversarial" / "tampered_clock.py", rubric_for_cpu(out_of_band_slack_ms=10.0),
+    result = grade_timing(GPU_CHECKS / "adversarial" / "tampered_clock.py", small_rubric(out_of_band_slack_ms=10.0),
                           Isolation("process"), device="cpu", seed=11)
     assert (result["status"], result["score"]) == ("failed", 0.0)
     assert "outside its timed region" in result["output"], result["output"]
@@ -433,3 +443,172 @@ def test_a_missing_or_misspelt_rubric_key_is_an_error():
     table["pair"] = table.pop("pairs")
     with pytest.raises(ValueError, match="missing keys \\['pairs'\\], unknown keys \\['pair'\\]"):
         TimingSettings.from_table(table)
+
+
+# --- on a CUDA GPU ------------------------------------------------------------------------------
+# gpu_checks/device_run.py runs these on the lent GPU; its CPU dry run runs the same tests on the CPU
+# (GPU_CHECKS_TEST_DEVICE=cpu), so that they are rehearsed before the one call that counts.
+
+@pytest.fixture
+def timing_device():
+    device = os.environ.get(device_run.TEST_DEVICE_ENV, "cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    return device
+
+
+# A loop over 128 queries costs hundreds of extra operations: far over 3x on any device.
+SMALL_LAUNCH = {"launch": {"batch": 2, "seq_lens": [64, 128], "d_model": 64, "num_heads": 4, "threshold": 3.0}}
+
+
+@pytest.mark.cuda
+def test_on_the_device_a_correct_rewrite_agrees_with_the_reference_in_every_case_and_dtype(timing_device):
+    speed_blind = settings(**NOISE_PROOF, configs={"tiny": {**TINY["tiny"], "threshold": 100.0}}, pairs=6,
+                           early_pairs=3)
+    results = judge_file(GPU_CHECKS / "calibration" / "good_einsum.py", speed_blind, timing_device)
+    assert [r.status for r in results] == ["passed"] * 4, [r.reasons for r in results]
+    assert results[0].device["uuid"] != "cpu" if timing_device == "cuda" else results[0].device["uuid"] == "cpu"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name, expected", [
+    ("caches_by_pointer.py", "on a timed call, your code: the output is off by"),
+    ("nan_after_warmup.py", "NaN"),
+    ("flips_tf32.py", "changed torch.backends.cuda.matmul.allow_tf32 from False to True"),
+    ("side_stream_loop.py", "x the reference's time"),
+])
+def test_on_the_device_each_cheat_fails(name, expected, timing_device, restored_flags):
+    if name == "side_stream_loop.py" and timing_device != "cuda":
+        pytest.skip("a side stream needs CUDA")
+    s = settings(**NOISE_PROOF, configs={"launch": {**SMALL_LAUNCH["launch"], "num_heads": 16}}, dtypes=["float32"])
+    result = judge_file(GPU_CHECKS / "adversarial" / name, s, timing_device)[0]
+    assert result.status == "failed" and expected in result.reasons[0], result.reasons
+
+
+@pytest.mark.cuda
+def test_on_the_device_grade_timing_passes_the_reference_and_fails_a_loop_over_queries(timing_device):
+    """Whole sessions through worker processes at the process level, as `grade` runs them on a GPU
+    machine without bubblewrap; on CUDA the device is found by itself (auto) and reached inside the
+    workers (harness.require_cuda_inside)."""
+    rubric = small_rubric(timing_device, configs=SMALL_LAUNCH, dtypes=["float32", "bfloat16"])
+    asked = None if timing_device == "cuda" else "cpu"
+    reference = grade_timing(REFERENCE_FILE, rubric, Isolation("process"), device=asked, seed=5)
+    assert (reference["status"], reference["score"], reference["device"]) == ("passed", 5.0, timing_device), \
+        reference["output"]
+    assert ("on the CPU" in reference["output"].splitlines()[0]) == (timing_device == "cpu")
+    loop = grade_timing(GPU_CHECKS / "calibration" / "bad_loop_queries.py", rubric, Isolation("process"),
+                        device=asked, seed=5)
+    assert (loop["status"], loop["score"]) == ("failed", 0.0)
+    assert "x the reference's time" in loop["output"], loop["output"]
+
+
+# --- the device run's script (gpu_checks/device_run.py), rehearsed without a GPU ------------------
+
+def test_device_run_plans_every_step_on_the_device_asked_within_the_total_time(tmp_path):
+    gpu = {s.name: s for s in device_run.plan(False, tmp_path, tmp_path / "out")}
+    dry = {s.name: s for s in device_run.plan(True, tmp_path, tmp_path / "out")}
+    assert list(gpu) == list(dry) == ["versions", "cuda_tests", "grade_reference", "grade_bad_loop_heads", "validate"]
+    for name in ("grade_reference", "grade_bad_loop_heads"):
+        assert " --isolation process --timing-device cuda " in " ".join(gpu[name].commands[0]) + " "
+        assert " --timing-device cpu " in " ".join(dry[name].commands[0]) + " "
+    assert gpu["validate"].commands[0][-4:] == ["--device", "cuda", "--out", str(tmp_path / "validation")]
+    assert "--rubric" in dry["validate"].commands[0] and "pairs = 6" in (tmp_path / "dry-run-rubric.toml").read_text()
+    assert (gpu["cuda_tests"].env, dry["cuda_tests"].env) == ({"GPU_CHECKS_TEST_DEVICE": "cuda"},
+                                                              {"GPU_CHECKS_TEST_DEVICE": "cpu"})
+    assert "nvidia-smi" in gpu["versions"].commands[2]
+    # the steps before validate, at their limits, leave it two minutes of budget and its grace
+    fixed = sum(s.limit_s for s in gpu.values() if s.name != "validate")
+    assert fixed + device_run.VALIDATE_GRACE_S + 120 <= device_run.TOTAL_S["gpu"] <= 8 * 60
+    # what comes back from the device: at most 8 plain files, in one folder, with plain names
+    assert len(device_run.FILES) <= 8 and all(re.fullmatch(r"[A-Za-z0-9._-]+", f) for f in device_run.FILES.values())
+
+
+def test_device_run_keeps_going_after_a_step_fails_or_runs_out_of_time(tmp_path):
+    py = sys.executable
+    steps = [device_run.Step("hangs", [[py, "-c", "import subprocess, sys, time; subprocess.Popen("
+                                        "[sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]], 2),
+             device_run.Step("fails", [[py, "-c", "print('half'); raise SystemExit(3)"],
+                                       [py, "-c", "print('on')"]], 30),
+             device_run.Step("missing", [["no-such-program-here"]], 30),
+             device_run.Step("works", [[py, "-c", "print('done')"]], 30)]
+    log = tmp_path / "device-run.log"
+    started = time.monotonic()
+    for step in steps:
+        device_run.run_step(step, log, dict(os.environ))
+    assert time.monotonic() - started < 20  # the hanging step and its child were killed at its limit
+    assert [s.result["status"] for s in steps] == ["timed out after 2 s", "exit 3",
+                                                   "could not start no-such-program-here: No such file or directory",
+                                                   "ok"]
+    assert steps[1].result["exit_codes"] == [3, 0]
+    text = log.read_text()
+    assert "===== fails: exit 3" in text and "half" in text and "on\n" in text and "done" in text
+
+
+def fake_device_output(tmp_path, kind="gpu"):
+    """A device run's OUT as the steps leave it, with made-up figures."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    (work / "validation").mkdir(parents=True)
+    out.mkdir()
+    (work / "versions.out").write_text(
+        '$ python -c ...\n{"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cuda_available": true, '
+        '"gpu": "NVIDIA H200", "gpu_memory_gib": 139.8, "capability": "9.0", "triton": "3.6.0"}\n'
+        '{"as_worker_user": {"user": "nobody", "cuda_available": true, "matmul_ok": true}}\n'
+        "$ nvidia-smi ...\nname, driver_version, memory.total [MiB], power.limit [W], clocks.max.sm [MHz]\n"
+        "NVIDIA H200, 580.65.06, 143771 MiB, 700.00 W, 1980 MHz\n")
+    row = {"name": "timing: speed against the reference (CUDA)", "score": 5.0, "max_score": 5.0, "tags": ["timing"],
+           "output": "Timing against the reference on CUDA: passed\nlaunch float32 fwd  20  1.02"}
+    (out / "grade-reference.json").write_text(json.dumps(
+        {"score": 100.0, "tests": [row], "extra_data": {"status": "graded", "max_score": 100.0}}))
+    (out / "cuda-tests.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_gpu_checks" name="test_a" time="1.5"/>'
+        '<testcase classname="tests.test_gpu_checks" name="test_b" time="0.1"><skipped message="needs a CUDA GPU"/>'
+        '</testcase><testcase classname="tests.test_gpu_checks" name="test_c" time="2"><failure message="boom"/>'
+        "</testcase></testsuite></testsuites>")
+    (work / "validation" / "gpu-validation-2026-12-01.md").write_text(
+        "# gpu_checks validation\n\n## Expectations\n\n| reference | passed | 10 | 10 of 10 | 1.03 |\n")
+    (work / "validation" / "gpu-validation-2026-12-01.json").write_text(json.dumps(
+        {"all_expectations_met": True, "elapsed_s": 200, "budget_s": 215, "isolation": "process",
+         "machine": "NVIDIA H200", "items": {"reference": {"expected": "passed", "runs": []}}}))
+    steps = device_run.plan(kind != "gpu", work, out)
+    for step in steps:
+        step.result = {"status": "ok", "limit_s": 30, "exit_codes": [0], "seconds": 1.0}
+    steps[2].result = {"status": "exit 1", "limit_s": 75, "exit_codes": [1], "seconds": 40.0}
+    steps[3].result = {"status": "not run"}
+    device_run.write_summary(kind, "2026-12-01T16:00:00+00:00", time.monotonic() - 300, steps, out, work)
+    return out
+
+
+def test_device_run_summary_reads_every_step_output(tmp_path):
+    out = fake_device_output(tmp_path)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["versions"]["gpu"] == "NVIDIA H200" and summary["versions"]["driver"] == "580.65.06"
+    assert summary["versions"]["as_worker_user"] == {"user": "nobody", "cuda_available": True, "matmul_ok": True}
+    assert summary["all_steps_ok"] is False and summary["steps"][2]["status"] == "exit 1"
+    assert summary["grades"] == {"reference": {"status": "graded", "score": 100.0, "max_score": 100.0, "timing": {
+        "name": "timing: speed against the reference (CUDA)", "score": 5.0, "max_score": 5.0,
+        "output": "Timing against the reference on CUDA: passed\nlaunch float32 fwd  20  1.02"}}}
+    tests = summary["cuda_tests"]
+    assert (tests["passed"], tests["failed"], tests["skipped"]) == (1, 1, 1)
+    assert summary["validation"]["all_expectations_met"] is True
+    assert sorted(summary["files"]) == ["cuda-tests.xml", "grade-reference.json", "summary.json", "summary.md",
+                                        "validation.json", "validation.md"]
+    page = (out / "summary.md").read_text()
+    assert "NVIDIA H200" in page and "driver 580.65.06" in page and "| grade_reference | 75 | 40.0 | exit 1 |" in page
+    assert "- failed: tests.test_gpu_checks::test_c (2.0 s) boom" in page and "10 of 10" in page
+
+
+@pytest.mark.parametrize("kind, stem", [("gpu", "gpu-validation-2026-12-01"),
+                                        ("cpu-dry-run", "cpu-dry-run-device-run-2026-12-01")])
+def test_publishing_a_device_run_writes_the_benchmark_page_named_by_what_ran(tmp_path, kind, stem):
+    out = fake_device_output(tmp_path, kind)
+    docs = tmp_path / "docs"
+    done = subprocess.run([sys.executable, str(GPU_CHECKS / "publish_device_run.py"), str(out), "--out", str(docs)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in docs.iterdir()) == [f"{stem}.json", f"{stem}.md"]
+    page, figures = (docs / f"{stem}.md").read_text(), json.loads((docs / f"{stem}.json").read_text())
+    assert "NVIDIA H200" in page and "10 of 10" in page and figures["summary"]["kind"] == kind
+    assert figures["validation"]["budget_s"] == 215
+    empty = subprocess.run([sys.executable, str(GPU_CHECKS / "publish_device_run.py"), str(tmp_path / "nothing")],
+                           capture_output=True, text=True)
+    assert empty.returncode == 1 and "no summary.json" in empty.stderr
