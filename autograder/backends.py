@@ -68,7 +68,14 @@ class InProcessBackend(Backend):
         self.name = str(path)
         spec = importlib.util.spec_from_file_location(f"mhsa_under_test_{abs(hash(str(path)))}", path)
         self.module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(self.module)
+        # Registered before it runs, as `import` does: `@dataclass` under `from __future__ import
+        # annotations` looks its module up in sys.modules while the class is being made.
+        sys.modules[spec.name] = self.module
+        try:
+            spec.loader.exec_module(self.module)
+        except BaseException:
+            sys.modules.pop(spec.name, None)
+            raise
 
     def _run(self, call: Call) -> Outcome:
         __tracebackhide__ = True

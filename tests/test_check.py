@@ -142,3 +142,17 @@ def test_a_failure_shows_the_call_and_only_the_students_frames(tmp_path, isolati
     if isolation == "process":
         assert "Raised by the call merge_masks(None, None)" in result.stdout
         assert "torch/" not in result.stdout.split("Where it was raised in your code:")[1]
+
+
+def test_a_dataclass_under_postponed_annotations_imports_in_process(tmp_path):
+    """`@dataclass` with `from __future__ import annotations` looks its module up in sys.modules while
+    the class is made: the student's own `pytest tests_public` must import it as `import` would."""
+    source = (REPO / "reference" / "mhsa.py").read_text()
+    config = ("from __future__ import annotations\nfrom dataclasses import dataclass\n\n\n"
+              "@dataclass\nclass Config:\n    d_model: int = 16\n    n_heads: int = 4\n\n\n")
+    student = tmp_path / "mhsa.py"
+    student.write_text(config + source)
+    result = run([sys.executable, "-m", "pytest", "tests_public", "--impl", str(student), "-x", "-q",
+                  "-k", "sdpa"], REPO)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "passed" in result.stdout and "failed" not in result.stdout
