@@ -50,6 +50,10 @@ def weight_suspects(q, k, v, mask=None):
         suspects.append((weights(mask=None),
                          "the mask was ignored: add it (as -inf where blocked) to the scores before "
                          "the softmax."))
+        scores = q @ k.transpose(-2, -1) / d_k ** 0.5  # blocked scores set to 0: -score added there
+        suspects.append((weights(mask=torch.where(mask, -scores, torch.zeros_like(scores))),
+                         "blocked scores were set to 0, not -inf: a score of 0 still gets a share of the "
+                         "softmax. Fill blocked positions with float('-inf') (handout, section 1.5)."))
     return suspects
 
 
@@ -202,6 +206,8 @@ def test_masks_in_half_precision(impl, dtype):
                        hint=HALF_MASK_HINT) from None
     # torch's attention in float32 on the same half-precision values, rounded to the inputs' dtype
     want = sdpa_expected(*(t.float() for t in (q, k, v)), mask)
-    check(weights, want.weights.to(dtype), what=f"weights returned by {call.signature()}", hint=HALF_MASK_HINT)
-    check(out, want.output.to(dtype), what=f"out returned by {call.signature()}", hint=HALF_MASK_HINT)
+    hint = ("in float16 and bfloat16 too, weights = softmax(q k^T / sqrt(d_k) + mask), with -inf where the "
+            "mask is True: blocked keys get weight exactly 0. If the float64 tests fail too, fix those first.")
+    check(weights, want.weights.to(dtype), what=f"weights returned by {call.signature()}", hint=hint)
+    check(out, want.output.to(dtype), what=f"out returned by {call.signature()}", hint=hint)
     expect_zero_where(weights, mask, f"weights returned by {call.signature()}")
