@@ -77,10 +77,11 @@ def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
     The scan reads the bytes, so a file that is not UTF-8 is a finding, not a silent replacement."""
     zeroed = {}
     code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
+    cells = _cell_lines(grade.source)
     for finding in static_check.scan(grade.source.read_bytes()):
         parts = (ctx.rubric.part_of(finding.function) if finding.function else []) or code_parts
         for part in parts:
-            zeroed.setdefault(part, []).append(f"line {finding.line}: {finding.message}")
+            zeroed.setdefault(part, []).append(f"{cells.line(finding.line)}: {finding.message}")
     return replace(grade, forbidden=zeroed)
 
 
@@ -102,7 +103,9 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     for t in collector.results.values():
         if t.forbidden and t.forbidden not in zeroed.get(t.part, []):
             zeroed.setdefault(t.part, []).append(t.forbidden)
-    tests = tuple(collector.results.values())
+    cells = _cell_lines(grade.source)  # tracebacks name the notebook cell, not the extracted program's line
+    tests = tuple(replace(t, summary=cells.tracebacks(t.summary), detail=cells.tracebacks(t.detail))
+                  for t in collector.results.values())
     if ctx.time_up:
         not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up)
                    for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
@@ -112,6 +115,14 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
     return replace(grade, tests=tests, forbidden=zeroed)
+
+
+def _cell_lines(source: Path):
+    """Where each line of the graded program was written: the notebook's cells for a notebook, else
+    the program's own lines."""
+    from autograder import notebook
+
+    return notebook.CellLines.of(source.read_text(errors="replace"))
 
 
 def score(ctx: GradingContext, grade: Grade) -> Grade:

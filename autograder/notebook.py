@@ -12,8 +12,7 @@ import ast
 import json
 import re
 import tempfile
-import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import knowledge, stubs
@@ -256,13 +255,13 @@ class Extraction:
     notes: list    # what was left out or changed, one line per cell, naming the cell
 
 
-def extract_submission(path) -> tuple:
+def extract_submission(path, name: str = "") -> tuple:
     """(mhsa.py equivalent of the notebook, knowledge answers): see extract()."""
-    found = extract(path)
+    found = extract(path, name)
     return found.source, found.answers
 
 
-def extract(path) -> Extraction:
+def extract(path, name: str = "") -> Extraction:
     """The student's program, read back from a notebook without running anything.
 
     The module holds every code cell the student wrote or kept, in notebook order, as the kernel ran
@@ -272,14 +271,15 @@ def extract(path) -> Extraction:
     escapes are removed with a note. The kernel runs every cell even after one raised, so each run
     of statements that are not definitions runs under `try`: one failing statement cannot stop the
     whole module from importing. Answers are the literal values assigned to Q<n>_ANSWER, the last
-    one winning.
+    one winning. `name` is the notebook's name as the student knows it (default: the file's), which
+    the program's header and line map (LINE_MAP) give.
     """
     from autograder.submission import GradingError
 
     try:
         cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
     except (ValueError, AttributeError) as err:
-        raise GradingError(f"{Path(path).name} is not a notebook (not JSON with a list of cells: {err})") from None
+        raise GradingError(f"{name or Path(path).name} is not a notebook (not JSON with a list of cells: {err})") from None
     parts, answers, notes = [], {}, []
     for number, cell in enumerate(cells, start=1):
         meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
@@ -299,11 +299,73 @@ def extract(path) -> Extraction:
                          f"{f', line {err.lineno}' if getattr(err, 'lineno', None) else ''})"
                          + (f"; what it defines ({defined}) is missing" if defined else ""))
             continue
-        parts.append(f"# {label}\n{_module_code(code)}")
+        parts.append((number, label, [(f"# {label}", None), *_module_code(code)]))
         answers |= knowledge.read_answers(code)
-    header = (f"# The program of notebook {Path(path).name}, by autograder.notebook.extract()\n"
+    name = name or Path(path).name
+    header = (f"# The program of notebook {name}, by autograder.notebook.extract()\n"
               + "".join(f"# note: {note}\n" for note in notes))
-    return Extraction("\n\n".join([header, *parts]) + "\n", answers, notes)
+    lines, origins = header.splitlines(), {}
+    for number, label, cell_lines in parts:
+        lines.append("")
+        for text, cell_line in cell_lines:
+            lines.append(text)
+            if cell_line is not None:
+                origins[len(lines)] = (number, cell_line)
+    labels = {number: label for number, label, _ in parts}
+    lines.append(LINE_MAP + json.dumps({"notebook": name, "cells": labels,
+                                        "runs": _runs(origins)}, separators=(",", ":")))
+    return Extraction("\n".join(lines) + "\n", answers, notes)
+
+
+# The last line of an extracted program: which notebook cell and line each of its lines comes from,
+# so that what the student reads (a traceback, a finding of the static scan) names the cell they wrote.
+LINE_MAP = "# notebook lines: "
+PROGRAM_LINE = re.compile(r'File "mhsa\.py", line (?P<line>\d+)')
+
+
+def _runs(origins: dict) -> list:
+    """{program line: (cell, cell line)} as runs [first program line, cell, first cell line, length]."""
+    runs = []
+    for line, (cell, cell_line) in sorted(origins.items()):
+        last = runs[-1] if runs else None
+        if last and last[0] + last[3] == line and last[1] == cell and last[2] + last[3] == cell_line:
+            last[3] += 1
+        else:
+            runs.append([line, cell, cell_line, 1])
+    return runs
+
+
+@dataclass(frozen=True)
+class CellLines:
+    """Program lines of an extracted notebook mapped back to its cells (see LINE_MAP)."""
+    notebook: str = ""
+    where: dict = field(default_factory=dict)  # program line -> "cell 7 (solution cell split_heads), line 3"
+
+    @classmethod
+    def of(cls, program: str) -> "CellLines":
+        """The map of `program`, or an empty one when it is not an extracted notebook."""
+        last = program.rstrip("\n").rsplit("\n", 1)[-1]
+        if not last.startswith(LINE_MAP):
+            return cls()
+        try:
+            found = json.loads(last[len(LINE_MAP):])
+            where = {}
+            for first, cell, cell_line, length in found["runs"]:
+                label = found["cells"][str(cell)]
+                where |= {first + i: f"{label}, line {cell_line + i}" for i in range(length)}
+            return cls(str(found["notebook"]), where)
+        except (ValueError, KeyError, TypeError):
+            return cls()
+
+    def line(self, number: int) -> str:
+        """Where program line `number` was written: the cell and the line in it, or as it is."""
+        return self.where.get(number, f"line {number}")
+
+    def tracebacks(self, text: str) -> str:
+        """`text` with every `File "mhsa.py", line N` of a traceback naming the notebook cell instead."""
+        if not self.where:
+            return text
+        return PROGRAM_LINE.sub(lambda m: f'File "{self.notebook}", {self.line(int(m["line"]))}', text)
 
 
 DEFINITION = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
@@ -333,32 +395,31 @@ def _without_magics(source) -> tuple:
     return "\n".join(lines), removed
 
 
-def _module_code(code: str) -> str:
-    """A compiled cell as module code: definitions as they are (the static scan attributes what it
-    finds to the definition it is in), other statements under `try`, as the kernel went on after
-    a cell that raised."""
+def _module_code(code: str) -> list:
+    """A compiled cell as module code, as (line, the cell's line number it comes from or None):
+    definitions as they are (the static scan attributes what it finds to the definition it is in),
+    other statements under `try`, as the kernel went on after a cell that raised."""
     lines = code.splitlines()
     out, loose, cursor = [], [], 0
     for node in ast.parse(code).body:
-        text = "\n".join(lines[max(_first_line(node) - 1, cursor):node.end_lineno])
+        start = max(_first_line(node) - 1, cursor)
+        taken = [(lines[i], i + 1) for i in range(start, node.end_lineno)]
         cursor = max(cursor, node.end_lineno)  # `a = 1; b = 2`: two statements, one line, taken once
-        if not text or isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        if not taken or isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue  # a __future__ import is only valid at the top of a module; nothing here needs one
         if isinstance(node, DEFINITIONS):
-            out.append(_guarded(loose))
+            out += _guarded(loose) + taken
             loose = []
-            out.append(text)
         else:
-            loose.append(text)
-    out.append(_guarded(loose))
-    return "\n".join(chunk for chunk in out if chunk)
+            loose += taken
+    return out + _guarded(loose)
 
 
-def _guarded(statements: list) -> str:
+def _guarded(statements: list) -> list:
     if not statements:
-        return ""
-    body = "\n".join(statements)
-    return f"try:\n{textwrap.indent(body, '    ', lambda line: True)}\nexcept Exception:\n    pass"
+        return []
+    return [("try:", None), *((f"    {text}", origin) for text, origin in statements),
+            ("except Exception:", None), ("    pass", None)]
 
 
 def grade_knowledge(answers: dict) -> list:

@@ -43,15 +43,17 @@ def load(path: Path, workdir: Path) -> Submission:
 
         copy = Path(workdir) / "submission.ipynb"  # extracted from a private copy, never from the link
         copy.write_bytes(read_regular(path))
-        source, answers = notebook.extract_submission(copy)
+        source, answers = notebook.extract_submission(copy, path.name)
         target.write_text(source)
-        return Submission(path.stem, path, target, answers)
+        answers, note = notebook_answers(answers, path.parent / "knowledge.py")
+        return Submission(path.stem, path, target, answers, (note,) if note else ())
     if path.is_dir():
         from autograder import route  # the one rule for which file of a folder is the work
 
         chosen = route.pick(path)
         if chosen.path.suffix == ".ipynb":
-            return replace(load(chosen.path, workdir), notes=(chosen.note,))
+            graded = load(chosen.path, workdir)
+            return replace(graded, notes=(chosen.note, *graded.notes))
         target.write_bytes(read_regular(chosen.path))
         knowledge_file = chosen.knowledge
         notes = (chosen.note,) if chosen.note else ()
@@ -65,6 +67,29 @@ def load(path: Path, workdir: Path) -> Submission:
 
         answers = knowledge.read_answers(read_regular(knowledge_file).decode("utf-8", "replace"))
     return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
+
+
+def notebook_answers(answers: dict, beside: Path) -> tuple:
+    """(the knowledge answers of a notebook submission, a note for the student or ""). The notebook's
+    answer cells are the answers; when they are all empty and a knowledge.py beside the notebook holds
+    answers, those are used, since that is plainly where the student answered. Either way the note
+    says which answers were read when both places could have held them."""
+    from autograder import knowledge
+
+    if not os.path.lexists(beside):
+        return answers, ""
+    try:
+        text = read_regular(beside).decode("utf-8", "replace")
+        found = knowledge.read_answers(text)
+    except (GradingError, SyntaxError, ValueError) as err:
+        return answers, f"{beside.name} beside the notebook was not read ({err}): the knowledge answers are the notebook's"
+    if not any(v is not None for v in found.values()):
+        return answers, ""
+    if any(v is not None for v in (answers or {}).values()):
+        return answers, (f"the knowledge answers are the notebook's answer cells; {beside.name} beside it also "
+                         "holds answers and was not used (the answers go with the file that is graded)")
+    return found, (f"the knowledge answers were read from {beside.name} beside the notebook, whose answer "
+                   "cells are empty")
 
 
 def refuse_link(path: Path) -> None:

@@ -188,3 +188,43 @@ def test_gradients_match_torch(impl):
     for name, expected in want.param_grads.items():
         check(outcome.param_grads.get(name), expected,
               what=f"gradient of {name} after backward through {call.signature()}", hint=hint)
+
+
+def feed_forward_only_state(d_ff=D_FF):
+    """Weights under which the block's output minus its input is the feed-forward branch alone, and
+    that branch is exactly act(1) everywhere without dropout: self-attention adds 0 (W^O = 0), every
+    hidden unit holds act(1) (ff1 = 0 with bias 1, whatever the norm gives it), ff2 averages them."""
+    state = block_state(D, d_ff)
+    for name in ("attn.out.weight", "attn.out.bias", "ff1.weight", "ff2.bias"):
+        state[name] = torch.zeros_like(state[name])
+    state["ff1.bias"] = torch.ones_like(state["ff1.bias"])
+    state["ff2.weight"] = torch.full_like(state["ff2.weight"], 1.0 / d_ff)
+    return state
+
+
+def test_feed_forward_dropout_placement(impl):
+    """nn.TransformerEncoderLayer drops in two places of the feed-forward sub-layer: after the
+    activation (inside FF, before ff2) and on FF's output (before the residual sum)."""
+    p = 0.5
+    init, x, state = settings(norm_first=True, activation="relu", dropout=p), randn(B, L, D), feed_forward_only_state()
+    outcome, call = run_module(impl, BLOCK, init, x, state=state, training=True)
+    expect_like(outcome.output, x, f"output of {call.signature()}")
+    branch = outcome.output - x  # what the feed-forward branch added: relu(1) = 1 without dropout
+    dropped = branch.abs() < 1e-9
+    expect(0.2 < float(dropped.double().mean()) < 0.8,
+           f"{call.signature()}, with weights that make the feed-forward branch add exactly "
+           f"1.0 to every feature without dropout: {int(dropped.sum())} of {dropped.numel()} of its outputs "
+           f"are 0; with dropout {p} about {p:.0%} should be.",
+           hint="apply dropout to the feed-forward output (after ff2) before adding it to the residual, as "
+                "nn.TransformerEncoderLayer does (handout, section 1.6).")
+    # Kept outputs are (1 / (1-p)) * ff2(dropout(hidden)): the average of the surviving hidden units.
+    # Without the inner dropout all of them are exactly 1 / (1-p).
+    untouched = (branch - 1 / (1 - p)).abs() < 1e-9
+    share = float(untouched.double().sum()) / max(int((~dropped).sum()), 1)
+    expect(share < 0.5,
+           f"{call.signature()}, with weights that make the feed-forward branch add exactly "
+           f"1.0 to every feature without dropout: {share:.0%} of the outputs that survived dropout are exactly "
+           f"1 / (1 - p), as if no hidden unit had been dropped; dropout between the activation and ff2 would "
+           f"change most of them.",
+           hint="FF(x) = ff2(dropout(activation(ff1(x)))), then dropout again before the residual sum: "
+                "nn.TransformerEncoderLayer drops after the activation too (handout, sections 1.6 and 3).")

@@ -4,8 +4,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.calls import Call
 from autograder.oracles import F64, sdpa_expected
 from autograder.checks import expect_tuple, expect_zero_where
+from autograder.compare import Mismatch
 from tests_public.support import (DEVICES, check, check_dropped_weights, check_weights_and_output, invoke,
                                   randn, random_bool_mask)
 
@@ -48,6 +50,10 @@ def weight_suspects(q, k, v, mask=None):
         suspects.append((weights(mask=None),
                          "the mask was ignored: add it (as -inf where blocked) to the scores before "
                          "the softmax."))
+        scores = q @ k.transpose(-2, -1) / d_k ** 0.5  # blocked scores set to 0: -score added there
+        suspects.append((weights(mask=torch.where(mask, -scores, torch.zeros_like(scores))),
+                         "blocked scores were set to 0, not -inf: a score of 0 still gets a share of the "
+                         "softmax. Fill blocked positions with float('-inf') (handout, section 1.5)."))
     return suspects
 
 
@@ -178,3 +184,30 @@ def test_random_shapes(impl, batch, lq, lk, d_k, d_v, seed):
     q, k, v = (torch.randn(batch, n, d, generator=gen, dtype=F64) for n, d in ((lq, d_k), (lk, d_k), (lk, d_v)))
     out, weights, call = sdpa(impl, q, k, v)
     check_attention(out, weights, call, q, k, v)
+
+
+HALF_MASK_HINT = ("fill blocked scores with float('-inf') (or add the additive mask), not a large negative "
+                  "number: -1e9 and -1e6 do not fit in float16 (its largest magnitude is 65504), so "
+                  "masked_fill refuses them and a cast turns them into -inf anyway (handout, section 1.5).")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_masks_in_half_precision(impl, dtype):
+    """Mixed-precision training runs attention in float16 or bfloat16: the mask must work there too."""
+    q, k, v = randn(2, 3, 5, 8, dtype=dtype), randn(2, 3, 5, 8, dtype=dtype), randn(2, 3, 5, 4, dtype=dtype)
+    mask = random_bool_mask(5, 5)
+    try:
+        out, weights, call = sdpa(impl, q, k, v, attn_mask=mask)
+    except RuntimeError as err:
+        if "overflow" not in str(err):
+            raise
+        what = Call(SDPA, (q, k, v), {"attn_mask": mask}).signature()
+        raise Mismatch(f"{what} raised RuntimeError: {str(err).splitlines()[0]}", detail=str(err),
+                       hint=HALF_MASK_HINT) from None
+    # torch's attention in float32 on the same half-precision values, rounded to the inputs' dtype
+    want = sdpa_expected(*(t.float() for t in (q, k, v)), mask)
+    hint = ("in float16 and bfloat16 too, weights = softmax(q k^T / sqrt(d_k) + mask), with -inf where the "
+            "mask is True: blocked keys get weight exactly 0. If the float64 tests fail too, fix those first.")
+    check(weights, want.weights.to(dtype), what=f"weights returned by {call.signature()}", hint=hint)
+    check(out, want.output.to(dtype), what=f"out returned by {call.signature()}", hint=hint)
+    expect_zero_where(weights, mask, f"weights returned by {call.signature()}")

@@ -2,11 +2,15 @@
 
 # %% public TransformerBlock
 state = _weights(16, 32)
-mine = _load(TransformerBlock(16, 4, 32), state)
 x = torch.randn(2, 5, 16)
-expected = oracles.block_expected(state, x, dict(d_model=16, num_heads=4, d_ff=32)).output
-_expect_close(mine(x), expected, "TransformerBlock(16, 4, 32)(x (2,5,16)) against nn.TransformerEncoderLayer")
-print("TransformerBlock: public tests passed")
+# Both norm orders, built with dropout=0.5 and run in eval mode (_load), where dropout is off.
+for norm_first in (False, True):
+    init = dict(d_model=16, num_heads=4, d_ff=32, dropout=0.5, norm_first=norm_first)
+    mine = _load(TransformerBlock(**init), state)
+    _expect_close(mine(x), oracles.block_expected(state, x, init).output,
+                  f"TransformerBlock(16, 4, 32, dropout=0.5, norm_first={norm_first}) in eval mode against "
+                  "nn.TransformerEncoderLayer")
+_quick_check_passed("TransformerBlock")
 
 # %% hidden TransformerBlock
 # Pre-LN and post-LN, relu and gelu, with causal and key-padding masks, and layer_norm_eps.

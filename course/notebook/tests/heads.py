@@ -8,7 +8,7 @@ assert tuple(heads.shape) == (2, 4, 3, 3), \
 for i in range(4):
     _expect_close(heads[:, i], x[..., 3 * i:3 * (i + 1)],
                   f"head {i} of split_heads((2,3,12), 4): features {3 * i}:{3 * (i + 1)}")
-print("split_heads: public tests passed")
+_quick_check_passed("split_heads")
 
 # %% hidden split_heads
 # The head layout of nn.MultiheadAttention: head i of its input projection is rows i*d_k:(i+1)*d_k.
@@ -28,7 +28,7 @@ assert tuple(merged.shape) == (2, 3, 20), f"merge_heads((2,4,3,5)) has shape {tu
 for i in range(4):
     _expect_close(merged[..., 5 * i:5 * (i + 1)], heads[:, i],
                   f"features {5 * i}:{5 * (i + 1)} of merge_heads((2,4,3,5)): head {i}")
-print("merge_heads: public tests passed")
+_quick_check_passed("merge_heads")
 
 # %% hidden merge_heads
 # merge_heads inverts split_heads exactly, from non-contiguous inputs too, and keeps gradients.

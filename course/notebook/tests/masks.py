@@ -4,8 +4,10 @@
 blocked = torch.tensor([[False, True], [False, False]])
 _expect_close(to_additive_mask(blocked, torch.float32), torch.tensor([[0.0, float("-inf")], [0.0, 0.0]]),
               "to_additive_mask(bool mask, torch.float32)")
+_expect_close(to_additive_mask(blocked, torch.float16), torch.tensor([[0.0, float("-inf")], [0.0, 0.0]]).half(),
+              "to_additive_mask(bool mask, torch.float16): exactly -inf where True, 0.0 where False")
 assert to_additive_mask(None, torch.float32) is None, "to_additive_mask(None, dtype) must return None"
-print("to_additive_mask: public tests passed")
+_quick_check_passed("to_additive_mask")
 
 # %% hidden to_additive_mask
 blocked = torch.rand(2, 1, 3, 4) < 0.5
@@ -18,7 +20,7 @@ _expect_close(to_additive_mask(soft.double(), torch.float32), soft, "to_additive
 # %% public causal_mask
 inf = float("inf")
 _expect_close(causal_mask(3), torch.tensor([[0.0, -inf, -inf], [0.0, 0.0, -inf], [0.0, 0.0, 0.0]]), "causal_mask(3)")
-print("causal_mask: public tests passed")
+_quick_check_passed("causal_mask")
 
 # %% hidden causal_mask
 for n in (1, 2, 7):
@@ -31,7 +33,7 @@ assert causal_mask(5, device="cpu").device.type == "cpu", "causal_mask must hono
 mask = padding_mask(torch.tensor([2, 4]))
 expected = torch.tensor([[False, False, True, True], [False, False, False, False]])
 assert mask.dtype == torch.bool and torch.equal(mask, expected), f"padding_mask([2, 4]) is {mask}, expected {expected}"
-print("padding_mask: public tests passed")
+_quick_check_passed("padding_mask")
 
 # %% hidden padding_mask
 mask = padding_mask([3, 1, 0], max_len=5)
@@ -46,7 +48,7 @@ merged = merge_masks(causal, keys)
 expected = causal[None, None] + torch.where(keys, float("-inf"), 0.0)[:, None, None, :]
 _expect_close(merged.expand(2, 1, 3, 3), expected, "merge_masks(causal (3,3), key padding (2,3)) broadcast to (2,1,3,3)")
 assert merge_masks(None, None) is None, "merge_masks(None, None) must return None"
-print("merge_masks: public tests passed")
+_quick_check_passed("merge_masks")
 
 # %% hidden merge_masks
 keys = torch.rand(2, 5) < 0.3

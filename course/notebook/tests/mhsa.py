@@ -8,13 +8,17 @@ expected = oracles.mha_expected(state, x, 4)
 _expect_close(mine(x), expected.output, "MultiHeadSelfAttention(16, 4)(x (2,5,16)) against nn.MultiheadAttention")
 out, weights = mine(x, need_weights=True)
 _expect_close(weights, expected.weights, "per-head weights (need_weights=True) against nn.MultiheadAttention")
+# In eval mode dropout is off: a module built with dropout=0.5 computes the same, with a causal mask too.
+mine = _load(MultiHeadSelfAttention(16, 4, dropout=0.5), state)
+_expect_close(mine(x, attn_mask=causal_mask(5)), oracles.mha_expected(state, x, 4, attn_mask=causal_mask(5)).output,
+              "MultiHeadSelfAttention(16, 4, dropout=0.5) in eval mode with a causal mask (no dropout in eval)")
 try:
     MultiHeadSelfAttention(16, 3)
 except ValueError:
     pass
 else:
     raise AssertionError("MultiHeadSelfAttention(16, 3) must raise ValueError: 3 heads do not divide 16")
-print("MultiHeadSelfAttention: public tests passed")
+_quick_check_passed("MultiHeadSelfAttention")
 
 # %% hidden MultiHeadSelfAttention
 # Masks: causal (float), key padding (bool), both at once, and a per-batch boolean attention mask.
