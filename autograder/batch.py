@@ -26,6 +26,7 @@ from pathlib import Path
 from autograder import grading, results
 from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
+from autograder.errors import clean_name
 from autograder.isolation import resolve
 from autograder.slot import SLOT_COMMAND, Attempt, Slot
 
@@ -48,7 +49,7 @@ def discover(folder: Path) -> list[Submission]:
         if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix in (".py", ".ipynb")):
             continue
         if p.is_symlink():
-            print(f"skipped {p.name}: a symbolic link, not a submission (copy the file itself into {folder})")
+            print(f"skipped {clean_name(p.name)}: a symbolic link, not a submission (copy the file itself into {folder})")
             continue
         entries.append(p)
     names = [p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name for p in entries]
@@ -195,7 +196,7 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
 def write_csv(out: Path, submissions: list, rubric) -> str:
     """grades.csv from the results files alone, so that it is right however the batch was interrupted."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = results.SpreadsheetWriter(buffer)
     writer.writerow(results.csv_header(rubric))
     for sub in submissions:
         data = load_results(out / f"{sub.name}.json")
@@ -252,7 +253,7 @@ class Progress:
             self.bar.update(1)
         else:
             score = f"{data['score']:g} / {data['extra_data'].get('max_score', '?')}" if data else "-"
-            self.stream.write(f"[{self.done}/{self.total}] {name}: {score} ({status})\n")
+            self.stream.write(f"[{self.done}/{self.total}] {clean_name(name)}: {score} ({status})\n")
             self.stream.flush()
 
     def draw(self, running: int) -> None:

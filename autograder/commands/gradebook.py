@@ -11,7 +11,6 @@ flagged. Isolated results are cached per notebook checksum, so a report and a la
 one pass and a rerun after a crash resumes. One notebook that cannot be graded is reported and
 skipped: the others finish.
 """
-import csv
 import hashlib
 import io
 import json
@@ -415,7 +414,9 @@ def table(students: list) -> str:
 def csv_report(students: list) -> str:
     parts = sorted({p for s in students for p in s.in_kernel})
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    from autograder.results import SpreadsheetWriter
+
+    writer = SpreadsheetWriter(buffer)
     writer.writerow(["student", "status", "in_kernel", "isolated",
                      *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
                      "flags", "notes", "written", "error"])
