@@ -257,14 +257,15 @@ class Extraction:
     notes: list    # what was left out or changed, one line per cell, naming the cell
 
 
-def extract_submission(path) -> tuple:
+def extract_submission(path, name: str = "") -> tuple:
     """(mhsa.py equivalent of the notebook, knowledge answers): see extract()."""
-    found = extract(path)
+    found = extract(path, name)
     return found.source, found.answers
 
 
-def extract(path) -> Extraction:
-    """The student's program, read back from a notebook without running anything.
+def extract(path, name: str = "") -> Extraction:
+    """The student's program, read back from a notebook without running anything; `name`: the
+    notebook's name in messages, when `path` is a private copy of it.
 
     The module holds every code cell the student wrote or kept, in notebook order, as the kernel ran
     them, except the cells nbgrader replaces with its own (test cells and read-only cells; the
@@ -277,13 +278,14 @@ def extract(path) -> Extraction:
     """
     from autograder.submission import GradingError
 
+    name = clean_name(name or Path(path).name)
     try:
         cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
     except (ValueError, AttributeError, RecursionError) as err:  # RecursionError: JSON nested thousands deep
-        raise GradingError(f"{clean_name(Path(path).name)} is not a notebook (not JSON with a list of cells: "
+        raise GradingError(f"{name} is not a notebook (not JSON with a list of cells: "
                            f"{clean_text(err, 200)})") from None
     if not isinstance(cells, list):
-        raise GradingError(f"{clean_name(Path(path).name)} is not a notebook (its \"cells\" is not a list)")
+        raise GradingError(f"{name} is not a notebook (its \"cells\" is not a list)")
     parts, answers, notes = [], {}, []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -314,7 +316,7 @@ def extract(path) -> Extraction:
             continue
         parts.append(f"# {label}\n{module_code}")
         answers |= cell_answers
-    header = (f"# The program of notebook {clean_name(Path(path).name)}, by autograder.notebook.extract()\n"
+    header = (f"# The program of notebook {name}, by autograder.notebook.extract()\n"
               + "".join(f"# note: {note}\n" for note in notes))
     return Extraction("\n\n".join([header, *parts]) + "\n", answers, notes)
 

@@ -55,7 +55,7 @@ def _load(path: Path, workdir: Path) -> Submission:
 
         copy = workdir / "submission.ipynb"  # extracted from a private copy, never from the link
         copy.write_bytes(read_regular(path))
-        source, answers = notebook.extract_submission(copy)
+        source, answers = notebook.extract_submission(copy, path.name)
         target.write_text(source)
         return Submission(path.stem, path, target, answers)
     if path.is_dir():
@@ -97,9 +97,9 @@ def refuse_link(path: Path) -> None:
         raise GradingError(f"{clean_name(path)}: is a symbolic link, which is not graded: hand in the file itself")
 
 
-def read_regular(path: Path) -> bytes:
+def read_regular(path: Path, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
     """The bytes of `path`, which must be a regular file (not a link, FIFO or device) of at most
-    MAX_SUBMISSION_BYTES; checked on the open descriptor, so the file cannot be swapped in between."""
+    `limit` bytes; checked on the open descriptor, so the file cannot be swapped in between."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
@@ -110,11 +110,11 @@ def read_regular(path: Path) -> bytes:
         info = os.fstat(stream.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise GradingError(f"{clean_name(path)}: is not a regular file")
-        if info.st_size > MAX_SUBMISSION_BYTES:
-            raise GradingError(f"{clean_name(path)}: {info.st_size:,} bytes is over the {MAX_SUBMISSION_BYTES:,} byte limit")
-        data = stream.read(MAX_SUBMISSION_BYTES + 1)
-    if len(data) > MAX_SUBMISSION_BYTES:  # grew while being read
-        raise GradingError(f"{clean_name(path)}: over the {MAX_SUBMISSION_BYTES:,} byte limit")
+        if info.st_size > limit:
+            raise GradingError(f"{clean_name(path)}: {info.st_size:,} bytes is over the {limit:,} byte limit")
+        data = stream.read(limit + 1)
+    if len(data) > limit:  # grew while being read
+        raise GradingError(f"{clean_name(path)}: over the {limit:,} byte limit")
     return data
 
 
