@@ -52,8 +52,11 @@ def discover(folder: Path) -> list[Submission]:
             print(f"skipped {clean_name(p.name)}: a symbolic link, not a submission (copy the file itself into {folder})")
             continue
         entries.append(p)
-    names = [p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name for p in entries]
-    names = [p.name if names.count(n) > 1 else n for p, n in zip(entries, names)]
+    # Names are cleaned (errors.clean_name) before they are made unique: a file name's escape sequences
+    # must not reach the results file's name, grades.csv or the terminal.
+    names = [clean_name(p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name)
+             for p in entries]
+    names = [clean_name(p.name) if names.count(n) > 1 else n for p, n in zip(entries, names)]
     for i, name in enumerate(names):  # alice.py.py is "alice.py" beside the file alice.py: number it
         if names[:i].count(name):
             names[i] = f"{name}~{names[:i].count(name) + 1}"

@@ -92,6 +92,7 @@ def test_a_batch_gives_every_malformed_submission_its_results_file_and_a_row(tmp
     rows = list(csv.DictReader((out / "grades.csv").open()))
     assert len(rows) == 3 and {r["status"] for r in rows} == {"error"}, rows
     assert ESC not in (out / "grades.csv").read_text()
+    assert not any(ESC in p.name or "\n" in p.name for p in out.iterdir()), "results files' names are cleaned too"
     assert any(r["submission"].startswith("'=HYPERLINK(1)") for r in rows), "a formula-like name is quoted"
     for name in ("deep", "cells"):
         data = results.load(out / f"{name}.json")
