@@ -84,6 +84,10 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
             print(refusal)
             return 2
     rubric = rubric or rubric_file.load()
+    if getattr(args, "after_due_date", False):  # the children get the option too (child_options)
+        from autograder import knowledge
+
+        rubric = knowledge.scored_after_due(rubric)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
@@ -153,6 +157,8 @@ def child_options(args, hide) -> list:
         options += ["--timing-device", args.timing_device]
     if getattr(args, "days_late", 0):
         options += ["--days-late", str(args.days_late)]
+    if getattr(args, "after_due_date", False):
+        options.append("--after-due-date")
     return options
 
 

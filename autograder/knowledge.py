@@ -18,7 +18,7 @@ and a regrade then scores the part. Without `due` it stays withheld. `knowledge_
 import ast
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -234,6 +234,17 @@ def feedback_mode(settings: dict, now: datetime | None = None) -> str:
     if due.tzinfo is None:
         due = due.astimezone()  # a local date-time means the grading machine's time zone
     return PER_QUESTION if (now or datetime.now(timezone.utc)) >= due else WITHHELD
+
+
+def scored_after_due(rubric):
+    """`rubric` with the knowledge check scored per question: for grading that happens after the
+    due date by construction (`grade --after-due-date`: a TA's batch of collected work, nbgrader's
+    collected notebooks), whatever its [parts.knowledge] due says."""
+    part = rubric.parts.get("knowledge")
+    if part is None:
+        return rubric
+    settings = {**part.settings, "knowledge_feedback": PER_QUESTION}
+    return replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings=settings)})
 
 
 def grade(answers: dict, points: float, feedback: str, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:

@@ -113,3 +113,42 @@ def test_the_shipped_rubric_withholds_the_knowledge_check():
     rubric = rubric_file.load()
     assert grading.planned_max_units(rubric, extras=True, timing_device="cpu") == \
         sum(to_units(p.points) for p in rubric.parts.values() if p.name != "knowledge"), "a failure states the same maximum"
+
+
+def test_grading_collected_work_scores_the_knowledge_check(tmp_path):
+    """`grade --after-due-date` (a TA's batch of collected work; nbgrader's gradebook passes it for
+    collected notebooks) scores each question whatever the rubric's due date: the untouched stubs
+    with every answer right earn exactly the knowledge check's points, and the maximum counts them."""
+    import subprocess
+    import sys
+
+    from autograder.paths import ASSIGNMENT, REPO
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "mhsa.py").write_text(ASSIGNMENT.read_text())
+    (tmp_path / "work" / "knowledge.py").write_text("".join(f"{q}_ANSWER = {v!r}\n" for q, v in KEY.items()))
+    target = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "work"), "--results", str(target),
+                           "--timing-device", "cpu", "--after-due-date"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(target.read_text())
+    points = rubric_file.load().parts["knowledge"].points
+    part = data["extra_data"]["parts"]["knowledge"]
+    assert part["graded"] and part["score"] == points
+    assert data["score"] == points and data["extra_data"]["max_score"] == 100.0
+    rows = [t for t in data["tests"] if t["tags"] == ["knowledge"]]
+    assert len(rows) == len(QUESTIONS) and {r["status"] for r in rows} == {"passed"}
+
+
+def test_the_after_due_date_option_reaches_a_batchs_graders():
+    from types import SimpleNamespace as Args
+
+    from autograder import batch
+
+    args = Args(suite="all", isolation="auto", hide=[], timeout=None, timing_device=None, days_late=0.0,
+                after_due_date=True)
+    assert "--after-due-date" in batch.child_options(args, hide=[])
+    assert "--after-due-date" not in batch.child_options(Args(**{**vars(args), "after_due_date": False}), hide=[])
+    scored = knowledge.scored_after_due(rubric_file.load())
+    assert knowledge.feedback_mode(scored.parts["knowledge"].settings) == knowledge.PER_QUESTION

@@ -35,6 +35,9 @@ def add_grade_options(p) -> None:
     p.add_argument("--days-late", type=float, default=0.0,
                    help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
     p.add_argument("--hide", type=Path, action="append", default=[], help="another path the submission must not read (repeatable)")
+    p.add_argument("--after-due-date", action="store_true",
+                   help="the work was collected after the due date (no one can resubmit against this run's feedback): "
+                        "the knowledge check is scored per question whatever rubric.toml's [parts.knowledge] due says")
 
 
 def run(args) -> int:
@@ -54,9 +57,11 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     asked for) is written atomically, once the grade is complete; `show` prints the score table.
     `time_limit`: seconds for the whole grade, after which the worker is stopped, a `timeout` results
     file written and the process ended (a batch's slot has its own limit, kept by the batch)."""
-    from autograder import grading, results
+    from autograder import grading, knowledge, results
     from autograder.context import GradingContext
 
+    if getattr(args, "after_due_date", False):
+        rubric = knowledge.scored_after_due(rubric)
     suites = SUITE_CHOICES[args.suite]
     hide = [*args.hide, *([results_file.resolve().parent] if results_file else [])]
     ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,

@@ -202,7 +202,7 @@ def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeo
     with tempfile.TemporaryDirectory(prefix="mhsa-gradebook-") as scratch:
         out = Path(scratch) / "results.json"
         command = [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(out),
-                   "--isolation", isolation, "--hide", str(course)]
+                   "--isolation", isolation, "--hide", str(course), "--after-due-date"]  # collected notebooks
         try:
             done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
