@@ -29,6 +29,7 @@ from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
 QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
 KEY_FILE = KNOWLEDGE_KEY
 ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
+ANSWER_LINE = re.compile(r"^Q\d+_ANSWER\s*(?::[^=]*)?=")  # an answer on a line of its own
 # The student release has no course/ folder: `check` reads the questions from this copy, written
 # by `release` (autograder/release.py) so that it can say what is wrong with the form of an answer.
 RELEASED_QUESTIONS = Path(__file__).with_name("knowledge_questions.json")
@@ -152,9 +153,6 @@ def read_answers_leniently(source: str) -> tuple:
                     continue
         return answers, (f"is not valid Python ({clean_text(why, 200)}{where}): only the answers on lines of "
                          f"their own were read ({len(answers)} found)")
-
-
-ANSWER_LINE = re.compile(r"^Q\d+_ANSWER\s*(?::[^=]*)?=")
 
 
 def check(question: Question, key, answer) -> tuple:
