@@ -78,6 +78,17 @@ def test_escapes_and_newlines_in_names_never_reach_the_terminal_or_the_results(t
     assert "workx?alice: 95 \u2215 95 points.ipynb is not a notebook" in out
 
 
+def test_a_graded_submissions_table_and_results_show_its_name_on_one_line():
+    from autograder import grading
+
+    rubric = rubric_file.load()
+    grade = grading.Grade(f"bob{FAKE_SCORE}", "sandbox", ("public",))
+    table = results.table(grade, rubric)
+    assert ESC not in table and table.splitlines()[0].startswith("bobx?alice: 95 \u2215 95 points: 0 / 0 points")
+    data = results.to_gradescope(grade, rubric)
+    assert data["extra_data"]["submission"] == "bobx?alice: 95 \u2215 95 points"
+
+
 def test_a_batch_gives_every_malformed_submission_its_results_file_and_a_row(tmp_path):
     inbox, out = tmp_path / "inbox", tmp_path / "out"
     inbox.mkdir()
