@@ -26,6 +26,7 @@ from pathlib import Path
 from autograder import grading, results
 from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
+from autograder.errors import clean_name
 from autograder.isolation import resolve
 from autograder.slot import SLOT_COMMAND, Attempt, Slot, kill_after
 
@@ -48,11 +49,14 @@ def discover(folder: Path) -> list[Submission]:
         if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix in (".py", ".ipynb")):
             continue
         if p.is_symlink():
-            print(f"skipped {p.name}: a symbolic link, not a submission (copy the file itself into {folder})")
+            print(f"skipped {clean_name(p.name)}: a symbolic link, not a submission (copy the file itself into {folder})")
             continue
         entries.append(p)
-    names = [p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name for p in entries]
-    names = [p.name if names.count(n) > 1 else n for p, n in zip(entries, names)]
+    # Names are cleaned (errors.clean_name) before they are made unique: a file name's escape sequences
+    # must not reach the results file's name, grades.csv or the terminal.
+    names = [clean_name(p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name)
+             for p in entries]
+    names = [clean_name(p.name) if names.count(n) > 1 else n for p, n in zip(entries, names)]
     for i, name in enumerate(names):  # alice.py.py is "alice.py" beside the file alice.py: number it
         if names[:i].count(name):
             names[i] = f"{name}~{names[:i].count(name) + 1}"
@@ -80,6 +84,10 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
             print(refusal)
             return 2
     rubric = rubric or rubric_file.load()
+    if getattr(args, "after_due_date", False):  # the children get the option too (child_options)
+        from autograder import knowledge
+
+        rubric = knowledge.scored_after_due(rubric)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
@@ -149,6 +157,8 @@ def child_options(args, hide) -> list:
         options += ["--timing-device", args.timing_device]
     if getattr(args, "days_late", 0):
         options += ["--days-late", str(args.days_late)]
+    if getattr(args, "after_due_date", False):
+        options.append("--after-due-date")
     return options
 
 
@@ -195,7 +205,7 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
 def write_csv(out: Path, submissions: list, rubric) -> str:
     """grades.csv from the results files alone, so that it is right however the batch was interrupted."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = results.SpreadsheetWriter(buffer)
     writer.writerow(results.csv_header(rubric))
     for sub in submissions:
         data = load_results(out / f"{sub.name}.json")
@@ -252,7 +262,7 @@ class Progress:
             self.bar.update(1)
         else:
             score = f"{data['score']:g} / {data['extra_data'].get('max_score', '?')}" if data else "-"
-            self.stream.write(f"[{self.done}/{self.total}] {name}: {score} ({status})\n")
+            self.stream.write(f"[{self.done}/{self.total}] {clean_name(name)}: {score} ({status})\n")
             self.stream.flush()
 
     def draw(self, running: int) -> None:

@@ -7,19 +7,37 @@ whether the submission ran in-process or in the worker; nothing from the worker 
 import builtins
 import re
 
-# Control characters other than newline and tab: escape sequences in text from a submission would
-# redraw the terminal of whoever reads it (a fake score table), or break a results file's viewer.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-TEXT_CAP = 4000  # characters of any one text from the worker: an exception message, a traceback
+# Text from a submission (an exception message, printed output, a file name inside a folder) would
+# redraw the terminal of whoever reads it (a fake score table), reorder a line (bidirectional
+# overrides) or break a results file's viewer. Escape sequences are removed whole, so no "[2J" is
+# left behind; any other control character becomes "?", so that something visibly stood there.
+ESCAPE_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]"   # CSI: colours, cursor, clear
+                             r"|[\x1b\x9d]\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC: title, hyperlink
+                             r"|\x1b[ -/]*[0-~]")                           # any other escape
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+LINE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+TEXT_CAP = 4000  # characters of any one text from a submission: an exception message, a traceback
 
 
-def clean_text(value, cap: int = TEXT_CAP) -> str:
-    """Text from the worker made safe to show: a string (whatever it was sent as), without control
-    characters, at most `cap` characters with a marker saying how much was cut."""
-    text = CONTROL.sub("?", value if isinstance(value, str) else str(value)[:cap])
-    if len(text) > cap:
-        text = text[:cap] + f" [... cut: {len(text):,} characters]"
+def clean_text(value, cap: int = TEXT_CAP, one_line: bool = False) -> str:
+    """The one way text from a submission is made safe to print or write (messages, notes, names,
+    file names): a string whatever it was, escape sequences removed, other control characters as
+    "?" (newline and tab kept unless `one_line`, for a name), at most `cap` characters with a
+    marker saying how much there was."""
+    text = value if isinstance(value, str) else str(value)
+    total = len(text)
+    # Cleaning only shortens text, so what is past twice the cap never shows: not worth scanning.
+    text = CONTROL.sub("?", ESCAPE_SEQUENCE.sub("", text[:2 * cap].replace("\r\n", "\n")))
+    if one_line:
+        text = LINE_CONTROL.sub("?", text)
+    if len(text) > cap or total > 2 * cap:
+        text = text[:cap] + f" [... cut: {total:,} characters in all]"
     return text
+
+
+def clean_name(value) -> str:
+    """A name or file name for one line of a table, a CSV cell or a heading."""
+    return clean_text(value, cap=200, one_line=True)
 
 
 class SubmissionError(Exception):

@@ -162,13 +162,14 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
     answers = grade.knowledge_answers or {}
     notes = () if grade.knowledge_answers is not None else (
         "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
-    entries = knowledge.grade(answers, part.points)
+    entries = knowledge.grade(answers, part.points, knowledge.feedback_mode(part.settings))
+    withheld = any(e["status"] == "skipped" for e in entries)  # until the due date: not graded yet
     shares = scoring.apportion(to_units(part.points), [1] * len(entries))
-    rows = tuple(Row(e["name"], "knowledge", e["status"], round(share * e["score"] / e["max_score"]), share, e["output"])
-                 for e, share in zip(entries, shares))
+    rows = tuple(Row(e["name"], "knowledge", e["status"], round(share * e["score"] / e["max_score"]),
+                     0 if withheld else share, e["output"]) for e, share in zip(entries, shares))
     return _with_part(replace(grade, rows=(*grade.rows, *rows)),
                       PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),
-                                notes=notes))
+                                graded=not withheld, notes=notes + (knowledge.WITHHELD_NOTE,) * withheld))
 
 
 def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
@@ -331,8 +332,9 @@ def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_d
                 if p.functions and p.name != "timing")
     if not extras:
         return units
-    if "knowledge" in rubric.parts and paths.KNOWLEDGE_KEY.is_file():
-        units += to_units(rubric.parts["knowledge"].points)
+    knowledge = rubric.parts.get("knowledge")
+    if knowledge is not None and paths.KNOWLEDGE_KEY.is_file() and _knowledge_scored(knowledge):
+        units += to_units(knowledge.points)
     timing = rubric.parts.get("timing")
     device = timing_device or (timing.device if timing is not None else "auto")
     if timing is not None and timing_counts(timing, device):
@@ -344,6 +346,13 @@ def timing_counts(timing, device: str) -> bool:
     """Whether the timing part is in the maximum: on a named device, where CUDA is required, or where
     the default ("auto") finds CUDA."""
     return device != "auto" or timing.require_cuda or _cuda_available()
+
+
+def _knowledge_scored(part) -> bool:
+    """False while the rubric withholds the knowledge check (before its due date)."""
+    from autograder import knowledge
+
+    return knowledge.feedback_mode(part.settings) == knowledge.PER_QUESTION
 
 
 def _cuda_available() -> bool:

@@ -5,24 +5,31 @@ tests_hidden/knowledge_key.toml, which is never released. Students answer either
 or in assignment/knowledge.py (generated here); both routes are read the same way: the literal
 values assigned to Q<n>_ANSWER, through ast.literal_eval, so no student code ever runs.
 
-Feedback: saying which questions are right lets a student find the key in a few resubmissions, so
-by default a student sees only the total until the due date. rubric.toml's [parts.knowledge] sets
-it: `knowledge_feedback = "total"` or `"per_question"` (always), or `due = <TOML date-time>` (total
-before, per question after; without either, the total only).
+Feedback: any feedback that depends on whether answers are right, a total included, lets a student
+find the key by resubmitting (changing one answer at a time and watching the total: 19 resubmissions
+did it). So until the due date the knowledge check is WITHHELD: its score is not given (the part is
+"not graded" in every result, its points not in the score) and the feedback says only what is
+wrong with the form of an answer (not answered, not a literal, the wrong kind of value), which the
+key does not decide. From rubric.toml's [parts.knowledge] `due` (a TOML date or date-time: set it to
+the last moment any submission is accepted, late ones included), each question's result is given,
+and a regrade then scores the part. Without `due` it stays withheld. `knowledge_feedback =
+"per_question"` gives each question's result always: for grading after the deadline only.
 """
 import ast
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
 from autograder import toml
+from autograder.errors import clean_text
 from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
 
 QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
 KEY_FILE = KNOWLEDGE_KEY
 ANSWER_NAME = re.compile(r"^Q\d+_ANSWER$")
+ANSWER_LINE = re.compile(r"^Q\d+_ANSWER\s*(?::[^=]*)?=")  # an answer on a line of its own
 # The student release has no course/ folder: `check` reads the questions from this copy, written
 # by `release` (autograder/release.py) so that it can say what is wrong with the form of an answer.
 RELEASED_QUESTIONS = Path(__file__).with_name("knowledge_questions.json")
@@ -128,6 +135,26 @@ def read_answers(source: str) -> dict:
     return answers
 
 
+def read_answers_leniently(source: str) -> tuple:
+    """(answers, problem): read_answers(source), or, when `source` does not parse as a whole, the
+    answers on lines of their own (`Q3_ANSWER = "b"`), each read alone, and what is wrong with the
+    file. One slip in knowledge.py should not cost the answers that are fine; nothing is run either way."""
+    try:
+        return read_answers(source), ""
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        where = f" at line {err.lineno}" if isinstance(err, SyntaxError) and err.lineno else ""
+        why = err.msg if isinstance(err, SyntaxError) else type(err).__name__
+        answers = {}
+        for line in source.splitlines():
+            if ANSWER_LINE.match(line):
+                try:
+                    answers |= read_answers(line)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    continue
+        return answers, (f"is not valid Python ({clean_text(why, 200)}{where}): only the answers on lines of "
+                         f"their own were read ({len(answers)} found)")
+
+
 def check(question: Question, key, answer) -> tuple:
     """(passed, message for the student); the message never gives the key away."""
     problem = form_problem(question, answer)
@@ -181,59 +208,70 @@ def _folded(source: str):
         return None
 
 
-FEEDBACK_MODES = ("total", "per_question")
+PER_QUESTION, WITHHELD = "per_question", "withheld"
+WITHHELD_NOTE = ("withheld until the due date, so that resubmitting cannot reveal the answer key "
+                 "(rubric.toml [parts.knowledge] due); only the form of each answer is checked now")
 
 
 def feedback_mode(settings: dict, now: datetime | None = None) -> str:
-    """"total" or "per_question", from the rubric's [parts.knowledge] settings (see the module's doc)."""
+    """WITHHELD or PER_QUESTION, from the rubric's [parts.knowledge] settings (see the module's doc)."""
     mode = settings.get("knowledge_feedback")
     if mode is not None:
-        if mode not in FEEDBACK_MODES:
-            raise ValueError(f"[parts.knowledge] knowledge_feedback must be one of {FEEDBACK_MODES}, got {mode!r}")
+        if mode != PER_QUESTION:
+            raise ValueError(f"[parts.knowledge] knowledge_feedback can only be {PER_QUESTION!r} (leave it out to "
+                             f"withhold the knowledge check until `due`), got {mode!r}: any score shown before the "
+                             "due date, a total included, lets a student find the key by resubmitting")
         return mode
     due = settings.get("due")
     if due is None:
-        return "total"
+        return WITHHELD
     if isinstance(due, date) and not isinstance(due, datetime):  # a bare date: the end of that day
         due = datetime(due.year, due.month, due.day, 23, 59, 59)
     if not isinstance(due, datetime):
         raise ValueError(f"[parts.knowledge] due must be a TOML date or date-time, got {due!r}")
     if due.tzinfo is None:
         due = due.astimezone()  # a local date-time means the grading machine's time zone
-    return "per_question" if (now or datetime.now(timezone.utc)) >= due else "total"
+    return PER_QUESTION if (now or datetime.now(timezone.utc)) >= due else WITHHELD
 
 
-def grade(answers: dict, points: float, key: dict | None = None, path: Path = QUESTIONS_FILE,
-          feedback: str | None = None) -> list:
-    """Result rows worth the rubric's `points` together: one per autograded question with
-    `feedback="per_question"`, else one row with the total that does not say which answers are
-    right. `feedback` None: the rubric's policy (feedback_mode)."""
-    if feedback is None:
-        from autograder import rubric as rubric_file
+def scored_after_due(rubric):
+    """`rubric` with the knowledge check scored per question: for grading that happens after the
+    due date by construction (`grade --after-due-date`: a TA's batch of collected work, nbgrader's
+    collected notebooks), whatever its [parts.knowledge] due says."""
+    part = rubric.parts.get("knowledge")
+    if part is None:
+        return rubric
+    settings = {**part.settings, "knowledge_feedback": PER_QUESTION}
+    return replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings=settings)})
 
-        feedback = feedback_mode(rubric_file.load().parts["knowledge"].settings)
-    key = load_key() if key is None else key
+
+def grade(answers: dict, points: float, feedback: str, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:
+    """Result rows worth the rubric's `points` together, for `feedback` (feedback_mode of the rubric
+    being graded with): PER_QUESTION, one row per autograded question; WITHHELD, one row of status
+    "skipped" (not graded yet) that says only what is wrong with the form of answers, read without
+    the key."""
     graded = autograded(questions(path))
+    if feedback == WITHHELD:  # never the key: nothing here can depend on it
+        problems = [form_problem(q, answers.get(q.variable)) for q in graded]
+        return [withheld_row([p for p in problems if p], points)]
     each = points / len(graded)
-    rows = []
-    for q in graded:
-        passed, message = check(q, key[q.id], answers.get(q.variable))
-        rows.append({"name": f"knowledge: {q.id}", "part": "knowledge", "question": q.id,
-                     "score": each if passed else 0.0, "max_score": each,
-                     "status": "passed" if passed else "failed", "output": message})
-    return rows if feedback == "per_question" else [total_row(rows, points)]
+    key = load_key() if key is None else key
+    return [_row(q, *check(q, key[q.id], answers.get(q.variable)), each) for q in graded]
 
 
-def total_row(rows: list, points: float) -> dict:
-    """The questions' rows as one: the score, and only the messages that do not depend on the key
-    (not answered, not a literal, the wrong kind of value)."""
-    right = sum(r["status"] == "passed" for r in rows)
-    form = [r["output"] for r in rows if r["status"] == "failed" and not r["output"].endswith(WRONG)]
-    output = (f"{right} of {len(rows)} questions answered correctly; which ones is shown after the due date."
-              + "".join(f"\n{line}" for line in form))
-    return {"name": "knowledge check", "part": "knowledge", "question": None,
-            "score": sum(r["score"] for r in rows), "max_score": points,
-            "status": "passed" if right == len(rows) else "failed", "output": output}
+def _row(question: Question, passed: bool, message: str, each: float) -> dict:
+    return {"name": f"knowledge: {question.id}", "part": "knowledge", "question": question.id,
+            "score": each if passed else 0.0, "max_score": each, "status": "passed" if passed else "failed",
+            "output": message}
+
+
+def withheld_row(problems: list, points: float) -> dict:
+    """The knowledge check before the due date: nothing in it depends on the key."""
+    output = (f"Your knowledge-check answers are kept. Whether they are right, and the {points:g} points, are given "
+              "after the due date; until then only the form of each answer is checked"
+              + (":" + "".join(f"\n{line}" for line in problems) if problems else ", and every one is well formed."))
+    return {"name": "knowledge check", "part": "knowledge", "question": None, "score": 0.0, "max_score": points,
+            "status": "skipped", "output": output}  # scoring.Row's "not graded" status
 
 
 def answers_module(all_questions: list) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import knowledge, stubs
+from autograder.errors import clean_name, clean_text
 from autograder import rubric as rubric_file
 from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
 
@@ -262,7 +263,8 @@ def extract_submission(path, name: str = "") -> tuple:
 
 
 def extract(path, name: str = "") -> Extraction:
-    """The student's program, read back from a notebook without running anything.
+    """The student's program, read back from a notebook without running anything; `name`: the
+    notebook's name in messages, when `path` is a private copy of it.
 
     The module holds every code cell the student wrote or kept, in notebook order, as the kernel ran
     them, except the cells nbgrader replaces with its own (test cells and read-only cells; the
@@ -276,32 +278,44 @@ def extract(path, name: str = "") -> Extraction:
     """
     from autograder.submission import GradingError
 
+    name = clean_name(name or Path(path).name)
     try:
         cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
-    except (ValueError, AttributeError) as err:
-        raise GradingError(f"{name or Path(path).name} is not a notebook (not JSON with a list of cells: {err})") from None
+    except (ValueError, AttributeError, RecursionError) as err:  # RecursionError: JSON nested thousands deep
+        raise GradingError(f"{name} is not a notebook (not JSON with a list of cells: "
+                           f"{clean_text(err, 200)})") from None
+    if not isinstance(cells, list):
+        raise GradingError(f"{name} is not a notebook (its \"cells\" is not a list)")
     parts, answers, notes = [], {}, []
     for number, cell in enumerate(cells, start=1):
-        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or meta.get("grade"):
-            continue  # text, or a test cell: the grader's own
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue  # text, or not a cell at all
+        meta = _nbgrader_metadata(cell)
+        if meta.get("grade"):
+            continue  # a test cell: the grader's own
         if meta.get("locked") and meta.get("grade_id") != IMPORTS_CELL:
             continue  # a read-only cell (test helpers, the plot): nbgrader runs its own copy
         label = _cell_label(number, meta)
-        code, magics = _without_magics(cell.get("source", ""))
+        source = cell.get("source", "")
+        if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            notes.append(f"{label} was left out: its source is not text")
+            continue
+        code, magics = _without_magics(source)
         if magics:
-            notes.append(f"{label}: IPython magics and shell commands removed: {'; '.join(magics)}")
+            notes.append(f"{label}: IPython magics and shell commands removed: {clean_name('; '.join(magics))}")
         try:
             compile(code, label, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as err:
+            module_code, cell_answers = _module_code(code), knowledge.read_answers(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+            # RecursionError and MemoryError: code nested too deep for the parser or the syntax tree
             defined = ", ".join(DEFINITION.findall(code))
-            notes.append(f"{label} was left out: it does not compile ({type(err).__name__}: {err.msg if isinstance(err, SyntaxError) else err}"
+            reason = err.msg if isinstance(err, SyntaxError) else str(err) or "nested too deeply to read"
+            notes.append(f"{label} was left out: it does not compile ({type(err).__name__}: {clean_name(reason)}"
                          f"{f', line {err.lineno}' if getattr(err, 'lineno', None) else ''})"
-                         + (f"; what it defines ({defined}) is missing" if defined else ""))
+                         + (f"; what it defines ({clean_name(defined)}) is missing" if defined else ""))
             continue
-        parts.append((number, label, [(f"# {label}", None), *_module_code(code)]))
-        answers |= knowledge.read_answers(code)
-    name = name or Path(path).name
+        parts.append((number, label, [(f"# {label}", None), *module_code]))
+        answers |= cell_answers
     header = (f"# The program of notebook {name}, by autograder.notebook.extract()\n"
               + "".join(f"# note: {note}\n" for note in notes))
     lines, origins = header.splitlines(), {}
@@ -373,18 +387,28 @@ MAGIC = re.compile(r"^(?P<indent>\s*)(?P<magic>[%!].*)$")
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def _nbgrader_metadata(cell: dict) -> dict:
+    """The cell's nbgrader metadata; {} when it is missing or not a mapping (a hand-edited notebook)."""
+    meta = cell.get("metadata")
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def _cell_label(number: int, meta: dict) -> str:
+    """How notes name a cell; the grade id is the notebook's text, so it is cleaned (it goes into a
+    comment line of the extracted module, where a newline would turn the rest into code)."""
+    grade_id = clean_name(meta.get("grade_id", "?"))
     if meta.get("solution"):
-        return f"cell {number} (solution cell {meta.get('grade_id', '?')})"
+        return f"cell {number} (solution cell {grade_id})"
     if meta.get("grade_id"):
-        return f"cell {number} ({meta['grade_id']})"
+        return f"cell {number} ({grade_id})"
     return f"cell {number} (a cell you added)"
 
 
 def _without_magics(source) -> tuple:
     """(cell source as Python, the magic lines removed): each becomes `pass` at its indentation,
     so that the block around it stays valid."""
-    text = "".join(source) if isinstance(source, list) else str(source)
+    text = "".join(source) if isinstance(source, list) else source
     lines, removed = [], []
     for line in text.splitlines():
         magic = MAGIC.match(line)
@@ -420,11 +444,6 @@ def _guarded(statements: list) -> list:
         return []
     return [("try:", None), *((f"    {text}", origin) for text, origin in statements),
             ("except Exception:", None), ("    pass", None)]
-
-
-def grade_knowledge(answers: dict) -> list:
-    """Per-question results of the knowledge answers, worth the rubric's knowledge points together."""
-    return knowledge.grade(answers, rubric_file.load().parts["knowledge"].points)
 
 
 def knowledge_cell(question_id: str) -> str:

@@ -4,6 +4,7 @@ results.json, as the terminal table, and as a CSV row; files written atomically.
 Every number shown comes from whole units (autograder/scoring.py), so the top-level score is the sum
 of the rows shown and each part's score the sum of its rows.
 """
+import csv
 import json
 import os
 import re
@@ -11,19 +12,11 @@ import tempfile
 from pathlib import Path
 
 from autograder import scoring
+from autograder.errors import TEXT_CAP, clean_name
+from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
 from autograder.grading import SEED_NOTE, Grade
 from autograder.scoring import UNITS
 
-TEXT_CAP = 4000  # characters of one message from student code kept in any result
-# Control characters other than newline and tab, and ANSI escape sequences: text from student code
-# must not redraw a TA's terminal.
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str, cap: int = TEXT_CAP) -> str:
-    """`text` with control characters removed and at most `cap` characters kept."""
-    text = _CONTROL.sub("", str(text))
-    return text if len(text) <= cap else text[:cap] + f"\n[... {len(text) - cap:,} more characters cut]"
 
 
 def points(units: int) -> float:
@@ -130,7 +123,7 @@ def to_gradescope(grade: Grade, rubric) -> dict:
         "stdout_visibility": "hidden",
         "tests": rows(grade, rubric) if grade.status == "graded" else [],
         "extra_data": {
-            "submission": grade.submission, "status": grade.status, "max_score": points(grade.max_units),
+            "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
             "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
                              "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
@@ -181,7 +174,7 @@ def summary_text(grade: Grade, rubric) -> str:
 
 def table(grade: Grade, rubric, failures: bool = True) -> str:
     """The terminal view: parts, then each failed test with its student-facing message."""
-    lines = [f"{grade.submission}: {grade.score:g} / {grade.max_score:g} points "
+    lines = [f"{clean_name(grade.submission)}: {grade.score:g} / {grade.max_score:g} points "
              f"(suites: {', '.join(grade.suites)}; isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
     if grade.status != "graded":
         return "\n".join([*lines, printable(grade.message)])
@@ -203,9 +196,39 @@ def csv_row(name: str, data: dict, rubric) -> list:
     """One grades.csv row from a results.json (a part not graded is blank)."""
     extra = data["extra_data"]
     scores = extra.get("parts", {})
-    return [name, data["score"], extra.get("max_score", ""),
+    return [clean_name(name), data["score"], extra.get("max_score", ""),
             *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
             extra.get("isolation", ""), extra.get("status", "graded")]
+
+
+# A cell a spreadsheet would read as a formula (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)) is
+# written with a leading apostrophe, which shows it as the text it is (OWASP's CSV-injection advice).
+# A plain number is left alone, negative ones included: "-1.5" in a score column stays a number
+# (a late penalty, a negative part score), while "-1+1" is text. Text cells are also cleaned of
+# control characters, like everything else the grader writes.
+FORMULA_START = ("=", "+", "-", "@", "\t")
+PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_cell(value):
+    """`value` as a CSV cell that opens as data, never as a formula (see FORMULA_START)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = printable(value)
+    if text.startswith(FORMULA_START) and not PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+class SpreadsheetWriter:
+    """csv.writer for every CSV the grader writes (grades.csv, the class report's tables and exports,
+    the gradebook's report.csv): each cell through spreadsheet_cell."""
+
+    def __init__(self, stream):
+        self._writer = csv.writer(stream, lineterminator="\n")
+
+    def writerow(self, row) -> None:
+        self._writer.writerow([spreadsheet_cell(cell) for cell in row])
 
 
 def load(path: Path) -> dict | None:

@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import rubric as rubric_file
+from autograder.errors import clean_name
 from autograder.submission import GradingError, read_regular, refuse_link
 
 PREFERRED_NOTEBOOK = "mhsa.ipynb"
+# Notebooks of one folder read to see whether they hold code: mhsa.ipynb first, then by name. Reading
+# one takes seconds at the size limit, and a folder of twenty such took minutes; a student's folder
+# holds one or two notebooks (a copy, a scratch one).
+NOTEBOOKS_WEIGHED = 3
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ def pick(path: Path) -> Route:
     refuse_link(path)
     if not path.is_dir():
         if not path.exists():
-            raise GradingError(f"{path}: no such file or folder")
+            raise GradingError(f"{clean_name(path)}: no such file or folder")
         return Route(path, None)
     refuse_link(path / "assignment")  # a linked folder would lead anywhere
     inner = path / "assignment"
@@ -42,16 +47,20 @@ def pick(path: Path) -> Route:
     knowledge = folder / "knowledge.py"
     if module is None:
         if not notebooks:
-            raise GradingError(f"{path}: the folder holds no mhsa.py (nor assignment/mhsa.py, nor a notebook)")
-        return Route(notebooks[0], None, f"graded: {notebooks[0]} (there is no mhsa.py beside it)")
-    filled = [nb for nb in notebooks if not is_stub(notebook_source(nb))]
+            raise GradingError(f"{clean_name(path)}: the folder holds no mhsa.py (nor assignment/mhsa.py, nor a notebook)")
+        return Route(notebooks[0], None, f"graded: {clean_name(notebooks[0])} (there is no mhsa.py beside it)")
+    weighed = notebooks[:NOTEBOOKS_WEIGHED]
+    skipped = (f"; {len(notebooks) - len(weighed)} more notebook(s) beside it were not looked at (only the first "
+               f"{NOTEBOOKS_WEIGHED}, {PREFERRED_NOTEBOOK} first, are)" if len(notebooks) > len(weighed) else "")
+    filled = [nb for nb in weighed if not is_stub(notebook_source(nb))]
     if not filled:
-        return Route(module, knowledge)
+        return Route(module, knowledge, f"graded: {clean_name(module)}{skipped}" if skipped else "")
     if is_stub(read_regular(module).decode("utf-8", "replace")):
-        return Route(filled[0], None, f"graded: your notebook {filled[0]}, because {module} is still the "
-                                      "untouched stub")
-    return Route(module, knowledge, f"graded: {module}; your notebook {filled[0]} also holds code, and when "
-                                    "both do, mhsa.py is the one graded (see 'How to submit' in the handout)")
+        return Route(filled[0], None, f"graded: your notebook {clean_name(filled[0])}, because {clean_name(module)} "
+                                      f"is still the untouched stub{skipped}")
+    return Route(module, knowledge, f"graded: {clean_name(module)}; your notebook {clean_name(filled[0])} also holds "
+                                    "code, and when both do, mhsa.py is the one graded (see 'How to submit' in the "
+                                    f"handout){skipped}")
 
 
 def notebook_source(path: Path) -> str:
@@ -70,7 +79,7 @@ def is_stub(source: str) -> bool:
     NotImplementedError in its own body or, for a class, in one of its methods' bodies."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested too deep to parse
         return False  # not the generated stub: it is the student's (broken) work
     contract = {name for part in rubric_file.load().parts.values() for name in part.functions}
     defined = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}

@@ -21,8 +21,8 @@ NOT_GRADED_HERE = {
 
 def report(grade, rubric) -> str:
     if grade.status != "graded":
-        return f"{grade.submission}: not checked\n{results.printable(grade.message)}"
-    lines = [f"{grade.submission}: {grade.score:.2f} / {grade.max_score:.2f} points from the public tests "
+        return f"{results.clean_name(grade.submission)}: not checked\n{results.printable(grade.message)}"
+    lines = [f"{results.clean_name(grade.submission)}: {grade.score:.2f} / {grade.max_score:.2f} points from the public tests "
              f"(isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
     lines += [results.printable(note) for note in grade.notes]
     lines += ["", f"  {'part':<10} {'score':>15}  {'tests passed':>12}"]

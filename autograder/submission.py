@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from autograder.errors import clean_name, clean_text
 from autograder.isolation import torch_init_file
 
 MAX_SUBMISSION_BYTES = 4 << 20  # far above any real mhsa.py or notebook (the reference is ~20 KB)
@@ -31,17 +32,28 @@ class Submission:
 
 
 def load(path: Path, workdir: Path) -> Submission:
-    """Copy (or extract) the submission into `workdir`; never imports or runs it, never follows links."""
-    path = Path(path)
+    """Copy (or extract) the submission into `workdir`; never imports or runs it, never follows links.
+    Whatever was handed in, the result is a Submission or a GradingError that says why: a grade
+    with no results file and a traceback helps nobody, so anything unforeseen in the input is
+    reported as unreadable too."""
+    try:
+        return _load(Path(path), Path(workdir))
+    except GradingError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the input is untrusted; see the docstring
+        raise GradingError(f"{clean_name(path)}: could not be read ({type(err).__name__}: "
+                           f"{clean_text(err, 300)})") from None
+
+
+def _load(path: Path, workdir: Path) -> Submission:
     refuse_link(path)
     if not path.exists():
-        raise GradingError(f"{path}: no such file or folder")
-    target = Path(workdir) / "mhsa.py"
-    knowledge_file, notes = None, ()
+        raise GradingError(f"{clean_name(path)}: no such file or folder")
+    target = workdir / "mhsa.py"
     if path.suffix == ".ipynb":
         from autograder import notebook
 
-        copy = Path(workdir) / "submission.ipynb"  # extracted from a private copy, never from the link
+        copy = workdir / "submission.ipynb"  # extracted from a private copy, never from the link
         copy.write_bytes(read_regular(path))
         source, answers = notebook.extract_submission(copy, path.name)
         target.write_text(source)
@@ -52,21 +64,32 @@ def load(path: Path, workdir: Path) -> Submission:
 
         chosen = route.pick(path)
         if chosen.path.suffix == ".ipynb":
-            graded = load(chosen.path, workdir)
+            graded = _load(chosen.path, workdir)
             return replace(graded, notes=(chosen.note, *graded.notes))
         target.write_bytes(read_regular(chosen.path))
-        knowledge_file = chosen.knowledge
-        notes = (chosen.note,) if chosen.note else ()
-    elif path.suffix == ".py":
+        answers, knowledge_notes = read_knowledge(chosen.knowledge)
+        notes = ((chosen.note,) if chosen.note else ()) + knowledge_notes
+        return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
+    if path.suffix == ".py":
         target.write_bytes(read_regular(path))
-    else:
-        raise GradingError(f"{path}: expected a .py file, a .ipynb notebook or a folder holding mhsa.py")
-    answers = None
-    if knowledge_file is not None and os.path.lexists(knowledge_file):
-        from autograder import knowledge
+        return Submission(path.name.removesuffix(".py"), path, target, None)
+    raise GradingError(f"{clean_name(path)}: expected a .py file, a .ipynb notebook or a folder holding mhsa.py")
 
-        answers = knowledge.read_answers(read_regular(knowledge_file).decode("utf-8", "replace"))
-    return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
+
+def read_knowledge(path: Path | None) -> tuple:
+    """(answers, notes) from the knowledge.py at `path`: (None, ()) when there is none. A file that
+    cannot be read or parsed costs the knowledge check only, never the code's grade: the notes say
+    why, and answers on lines of their own are still read (knowledge.read_answers_leniently)."""
+    if path is None or not os.path.lexists(path):
+        return None, ()
+    from autograder import knowledge
+
+    try:
+        text = read_regular(path).decode("utf-8", "replace")
+    except GradingError as err:
+        return {}, (f"knowledge check: {err}; its answers count as not given",)
+    answers, problem = knowledge.read_answers_leniently(text)
+    return answers, ((f"knowledge check: {clean_name(path.name)} {problem}",) if problem else ())
 
 
 def notebook_answers(answers: dict, beside: Path) -> tuple:
@@ -74,15 +97,11 @@ def notebook_answers(answers: dict, beside: Path) -> tuple:
     answer cells are the answers; when they are all empty and a knowledge.py beside the notebook holds
     answers, those are used, since that is plainly where the student answered. Either way the note
     says which answers were read when both places could have held them."""
-    from autograder import knowledge
-
-    if not os.path.lexists(beside):
+    found, problems = read_knowledge(beside)
+    if found is None:
         return answers, ""
-    try:
-        text = read_regular(beside).decode("utf-8", "replace")
-        found = knowledge.read_answers(text)
-    except (GradingError, SyntaxError, ValueError) as err:
-        return answers, f"{beside.name} beside the notebook was not read ({err}): the knowledge answers are the notebook's"
+    if problems and not any(v is not None for v in found.values()):
+        return answers, f"{problems[0]}; the knowledge answers are the notebook's"
     if not any(v is not None for v in found.values()):
         return answers, ""
     if any(v is not None for v in (answers or {}).values()):
@@ -96,27 +115,27 @@ def refuse_link(path: Path) -> None:
     """GradingError if `path` is a symbolic link: batch and Gradescope discovery call this on every
     entry they find, and `load` on what it is handed, so no link is ever graded."""
     if Path(path).is_symlink():
-        raise GradingError(f"{path}: is a symbolic link, which is not graded: hand in the file itself")
+        raise GradingError(f"{clean_name(path)}: is a symbolic link, which is not graded: hand in the file itself")
 
 
-def read_regular(path: Path) -> bytes:
+def read_regular(path: Path, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
     """The bytes of `path`, which must be a regular file (not a link, FIFO or device) of at most
-    MAX_SUBMISSION_BYTES; checked on the open descriptor, so the file cannot be swapped in between."""
+    `limit` bytes; checked on the open descriptor, so the file cannot be swapped in between."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         if Path(path).is_symlink():
             refuse_link(path)
-        raise GradingError(f"{path}: cannot be read ({err.strerror})") from None
+        raise GradingError(f"{clean_name(path)}: cannot be read ({err.strerror})") from None
     with os.fdopen(fd, "rb") as stream:
         info = os.fstat(stream.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise GradingError(f"{path}: is not a regular file")
-        if info.st_size > MAX_SUBMISSION_BYTES:
-            raise GradingError(f"{path}: {info.st_size:,} bytes is over the {MAX_SUBMISSION_BYTES:,} byte limit")
-        data = stream.read(MAX_SUBMISSION_BYTES + 1)
-    if len(data) > MAX_SUBMISSION_BYTES:  # grew while being read
-        raise GradingError(f"{path}: over the {MAX_SUBMISSION_BYTES:,} byte limit")
+            raise GradingError(f"{clean_name(path)}: is not a regular file")
+        if info.st_size > limit:
+            raise GradingError(f"{clean_name(path)}: {info.st_size:,} bytes is over the {limit:,} byte limit")
+        data = stream.read(limit + 1)
+    if len(data) > limit:  # grew while being read
+        raise GradingError(f"{clean_name(path)}: over the {limit:,} byte limit")
     return data
 
 

@@ -38,13 +38,17 @@ def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
     assert all("==" in line for line in requirements.split()), "versions are pinned"
 
 
-def run_autograder(bundle, tmp_path, submission_files: dict) -> dict:
+def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str = "") -> dict:
     """Lay out ROOT/source (the unzipped bundle), ROOT/submission and ROOT/results, run
-    ROOT/source/run_autograder as Gradescope would, and return results.json."""
+    ROOT/source/run_autograder as Gradescope would, and return results.json. `knowledge_due`: a
+    TOML date for the rubric's [parts.knowledge] due."""
     root = tmp_path / "autograder"
     with zipfile.ZipFile(bundle) as z:
         z.extractall(root / "source")
     os.chmod(root / "source" / "run_autograder", 0o755)  # zipfile does not restore modes
+    if knowledge_due:  # the course's due date has passed: the knowledge check is scored (rubric.toml)
+        rubric = root / "source" / "rubric.toml"
+        rubric.write_text(rubric.read_text().replace("[parts.knowledge]\n", f"[parts.knowledge]\ndue = {knowledge_due}\n"))
     for name, source in submission_files.items():
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, root / "submission" / name)
@@ -84,7 +88,8 @@ def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
     """Uploaded inside a folder, as a zip of the repository would put it, with the knowledge check
     beside mhsa.py: every part is graded, the knowledge check included, and all earn full marks."""
     data = run_autograder(bundle, tmp_path, {"my-work/assignment/mhsa.py": REPO / "reference" / "mhsa.py",
-                                             "my-work/assignment/knowledge.py": right_answers(tmp_path)})
+                                             "my-work/assignment/knowledge.py": right_answers(tmp_path)},
+                          knowledge_due="2000-01-01")
     check_gradescope_format(data)
     graded = {name: p for name, p in data["extra_data"]["parts"].items() if p["graded"]}
     assert {"sdpa", "heads", "masks", "mhsa", "block", "knowledge"} <= set(graded)

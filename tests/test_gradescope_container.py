@@ -17,6 +17,8 @@ from autograder import gradescope, paths, toml
 
 STUBS = paths.ASSIGNMENT
 KEY = paths.KNOWLEDGE_KEY
+# The course's due date has passed, so the knowledge check is scored (before it, rubric.toml withholds it).
+KNOWLEDGE_DUE_PASSED = {"[parts.knowledge]\n": "[parts.knowledge]\ndue = 2000-01-01\n"}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,8 @@ def scored_rows(data):
 
 @pytest.mark.parametrize("layout", ["", "assignment/", "my-repo/"])
 def test_knowledge_py_beside_mhsa_py_is_graded_in_every_upload_layout(bundle, tmp_path, answers, layout):
-    root = lay_out(bundle, tmp_path, {f"{layout}mhsa.py": STUBS, f"{layout}knowledge.py": answers})
+    root = lay_out(bundle, tmp_path, {f"{layout}mhsa.py": STUBS, f"{layout}knowledge.py": answers},
+                   rubric_lines=KNOWLEDGE_DUE_PASSED)
     data = run(root)
     knowledge = data["extra_data"]["parts"]["knowledge"]
     assert knowledge["graded"] and knowledge["score"] == knowledge["max_score"] == 5.0
@@ -79,7 +82,7 @@ def test_hidden_rows_wait_for_the_due_date_and_a_late_upload_loses_the_rubric_sh
     root = lay_out(bundle, tmp_path, {"mhsa.py": STUBS, "knowledge.py": answers},
                    rubric_lines={'hidden_visibility = "visible"': 'hidden_visibility = "after_due_date"',
                                  "late_penalty_per_day = 0.0": "late_penalty_per_day = 0.1",
-                                 'output_format = "text"': 'output_format = "md"'},
+                                 'output_format = "text"': 'output_format = "md"', **KNOWLEDGE_DUE_PASSED},
                    metadata={"created_at": "2026-12-03T12:00:00.000000-08:00",
                              "assignment": {"due_date": "2026-12-02T00:00:00.000000-08:00"}})
     data = run(root)

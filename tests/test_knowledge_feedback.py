@@ -1,70 +1,154 @@
-"""Knowledge-check feedback: which questions are right is shown only when the rubric allows it."""
+"""Knowledge-check feedback: nothing that depends on the key reaches a student before the due date,
+so resubmitting cannot reveal it; each question's result once the rubric allows it."""
+import json
+from dataclasses import replace
 from datetime import date, datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 
-from autograder import knowledge
+from autograder import grading, knowledge, results
+from autograder import rubric as rubric_file
+from autograder.scoring import to_units
 
 KEY = knowledge.load_key()
 QUESTIONS = knowledge.autograded(knowledge.questions())
+BEFORE_DUE = {"due": datetime(2999, 1, 1, tzinfo=timezone.utc)}
+AFTER_DUE = {"due": date(2000, 1, 1)}
 
 
-def answers(right: int) -> dict:
-    """The first `right` questions answered correctly, the others with a well-formed wrong answer."""
+def answers(right) -> dict:
+    """Every question answered with a well-formed value: right for the questions in `right` (ids or
+    a count of the first ones), wrong for the others."""
+    right = {q.id for q in QUESTIONS[:right]} if isinstance(right, int) else set(right)
     out = {}
-    for i, q in enumerate(QUESTIONS):
+    for q in QUESTIONS:
         value = KEY[q.id]
-        if i >= right and q.kind == "choice":
+        if q.id not in right and q.kind == "choice":
             value = next(c for c in q.choices if c != value)
-        elif i >= right:
+        elif q.id not in right:
             value = not value if q.kind == "truefalse" else value + 1
         out[q.variable] = value
     return out
 
 
-def test_total_feedback_gives_the_score_but_not_which_answers_are_right():
-    one_wrong = knowledge.grade(answers(len(QUESTIONS) - 1), 5.0, KEY, feedback="total")
-    assert len(one_wrong) == 1
-    row = one_wrong[0]
-    assert row["score"] == pytest.approx(5.0 * (len(QUESTIONS) - 1) / len(QUESTIONS)) and row["max_score"] == 5.0
-    assert f"{len(QUESTIONS) - 1} of {len(QUESTIONS)}" in row["output"]
-    assert "not the right answer" not in row["output"] and "correct" not in row["output"].replace("correctly", "")
-    assert not any(q.id in row["output"] for q in QUESTIONS), "a question id would tell which one is wrong"
+def student_view(settings: dict, answers_given: dict, now=None) -> str:
+    """Everything a student could see of the knowledge check in results.json, graded through the
+    grade stage with a rubric whose [parts.knowledge] holds `settings`."""
+    rubric = rubric_file.load()
+    part = rubric.parts["knowledge"]
+    rubric = replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings={**part.settings, **settings})})
+    ctx = SimpleNamespace(rubric=rubric, extras=True)  # all the stage reads of a grading context
+    grade = grading.grade_knowledge(ctx, grading.Grade("alice", "sandbox", ("public",), knowledge_answers=answers_given))
+    data = results.to_gradescope(grade, rubric)
+    data.pop("execution_time")
+    return json.dumps(data, sort_keys=True)
 
 
-def test_total_feedback_still_says_what_is_malformed():
-    row = knowledge.grade({QUESTIONS[0].variable: 42 if QUESTIONS[0].kind != "number" else "x"}, 5.0, KEY,
-                          feedback="total")[0]
-    assert f"{QUESTIONS[0].id}: answer with" in row["output"]
+def test_resubmitting_before_the_due_date_reveals_nothing_about_the_key():
+    """The attack that found the whole key in 19 resubmissions: start from one set of answers and
+    change one answer at a time, watching the feedback. Before the due date (and with no due date at
+    all, the default) every feedback is the same whichever answers are right, so there is nothing to
+    watch; after the due date the same resubmissions do tell (the test can fail)."""
+    for settings in (BEFORE_DUE, {}):
+        seen = {student_view(settings, answers(right)) for right in range(len(QUESTIONS) + 1)}
+        seen |= {student_view(settings, answers([q.id])) for q in QUESTIONS}
+        assert len(seen) == 1, "the feedback differs with the number or choice of right answers"
+        shown = json.loads(seen.pop())
+        assert shown["extra_data"]["parts"]["knowledge"]["graded"] is False and shown["score"] == 0
+        row = next(t for t in shown["tests"] if t["tags"] == ["knowledge"])
+        assert "status" not in row and "after the due date" in row["output"]
+    after = {student_view(AFTER_DUE, answers([q.id])) for q in QUESTIONS}
+    assert len(after) == len(QUESTIONS), "after the due date each question's result is shown"
 
 
-def test_per_question_feedback_names_each_answer():
-    rows = knowledge.grade(answers(1), 5.0, KEY, feedback="per_question")
+def test_before_the_due_date_the_form_of_answers_is_still_checked():
+    malformed = answers(0) | {QUESTIONS[0].variable: None, QUESTIONS[1].variable: ["not", "a", "value"]}
+    view = json.loads(student_view(BEFORE_DUE, malformed))
+    row = next(t for t in view["tests"] if t["tags"] == ["knowledge"])
+    assert f"{QUESTIONS[0].id}: not answered" in row["output"] and f"{QUESTIONS[1].id}: answer with" in row["output"]
+    assert knowledge.WRONG not in row["output"]
+
+
+def test_after_the_due_date_each_question_is_scored():
+    view = json.loads(student_view(AFTER_DUE, answers(1)))
+    rows = [t for t in view["tests"] if t["tags"] == ["knowledge"]]
     assert [r["status"] for r in rows] == ["passed"] + ["failed"] * (len(QUESTIONS) - 1)
-    assert rows[1]["output"].endswith("not the right answer")
+    assert rows[1]["output"].endswith(knowledge.WRONG)
+    points = rubric_file.load().parts["knowledge"].points
+    assert view["score"] == pytest.approx(points / len(QUESTIONS))
+
+
+def test_a_custom_rubric_decides_not_the_shipped_one():
+    """The stage grades with the rubric it is given (the shipped one has no due date): a custom
+    rubric's knowledge_feedback is obeyed."""
+    view = json.loads(student_view({"knowledge_feedback": "per_question"}, answers(len(QUESTIONS))))
+    assert view["extra_data"]["parts"]["knowledge"]["graded"] is True
+    assert view["score"] == pytest.approx(rubric_file.load().parts["knowledge"].points)
 
 
 @pytest.mark.parametrize("settings, now, mode", [
-    ({}, datetime(2030, 1, 1, tzinfo=timezone.utc), "total"),
+    ({}, datetime(2030, 1, 1, tzinfo=timezone.utc), "withheld"),
     ({"knowledge_feedback": "per_question"}, datetime(2000, 1, 1, tzinfo=timezone.utc), "per_question"),
-    ({"knowledge_feedback": "total", "due": date(2000, 1, 1)}, datetime(2030, 1, 1, tzinfo=timezone.utc), "total"),
     ({"due": datetime(2026, 12, 15, 23, 59, tzinfo=timezone.utc)}, datetime(2026, 12, 15, 23, 58, tzinfo=timezone.utc),
-     "total"),
+     "withheld"),
     ({"due": datetime(2026, 12, 15, 23, 59, tzinfo=timezone.utc)}, datetime(2026, 12, 16, tzinfo=timezone.utc),
      "per_question"),
+    ({"due": date(2026, 12, 15)}, datetime(2026, 12, 15, 12, 0).astimezone(), "withheld"),
     ({"due": date(2026, 12, 15)}, datetime(2026, 12, 20, tzinfo=timezone.utc), "per_question"),
 ])
 def test_the_rubric_decides_the_feedback(settings, now, mode):
     assert knowledge.feedback_mode(settings, now) == mode
 
 
-def test_a_bad_setting_is_refused():
+@pytest.mark.parametrize("setting", ["total", "everything"])
+def test_a_setting_that_would_leak_or_is_unknown_is_refused(setting):
     with pytest.raises(ValueError, match="knowledge_feedback"):
-        knowledge.feedback_mode({"knowledge_feedback": "everything"})
+        knowledge.feedback_mode({"knowledge_feedback": setting})
 
 
-def test_the_shipped_rubric_gives_the_total_only():
-    from autograder import rubric
+def test_the_shipped_rubric_withholds_the_knowledge_check():
+    settings = rubric_file.load().parts["knowledge"].settings
+    assert knowledge.feedback_mode(settings) == knowledge.WITHHELD
+    rubric = rubric_file.load()
+    assert grading.planned_max_units(rubric, extras=True, timing_device="cpu") == \
+        sum(to_units(p.points) for p in rubric.parts.values() if p.name != "knowledge"), "a failure states the same maximum"
 
-    assert knowledge.feedback_mode(rubric.load().parts["knowledge"].settings) == "total"
-    assert len(knowledge.grade(answers(0), 5.0, KEY)) == 1
+
+def test_grading_collected_work_scores_the_knowledge_check(tmp_path):
+    """`grade --after-due-date` (a TA's batch of collected work; nbgrader's gradebook passes it for
+    collected notebooks) scores each question whatever the rubric's due date: the untouched stubs
+    with every answer right earn exactly the knowledge check's points, and the maximum counts them."""
+    import subprocess
+    import sys
+
+    from autograder.paths import ASSIGNMENT, REPO
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "mhsa.py").write_text(ASSIGNMENT.read_text())
+    (tmp_path / "work" / "knowledge.py").write_text("".join(f"{q}_ANSWER = {v!r}\n" for q, v in KEY.items()))
+    target = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "work"), "--results", str(target),
+                           "--timing-device", "cpu", "--after-due-date"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(target.read_text())
+    points = rubric_file.load().parts["knowledge"].points
+    part = data["extra_data"]["parts"]["knowledge"]
+    assert part["graded"] and part["score"] == points
+    assert data["score"] == points and data["extra_data"]["max_score"] == 100.0
+    rows = [t for t in data["tests"] if t["tags"] == ["knowledge"]]
+    assert len(rows) == len(QUESTIONS) and {r["status"] for r in rows} == {"passed"}
+
+
+def test_the_after_due_date_option_reaches_a_batchs_graders():
+    from types import SimpleNamespace as Args
+
+    from autograder import batch
+
+    args = Args(suite="all", isolation="auto", hide=[], timeout=None, timing_device=None, days_late=0.0,
+                after_due_date=True)
+    assert "--after-due-date" in batch.child_options(args, hide=[])
+    assert "--after-due-date" not in batch.child_options(Args(**{**vars(args), "after_due_date": False}), hide=[])
+    scored = knowledge.scored_after_due(rubric_file.load())
+    assert knowledge.feedback_mode(scored.parts["knowledge"].settings) == knowledge.PER_QUESTION

@@ -4,10 +4,10 @@ grades, the same numbers as CSV files next to it, and grades for the LMS (docs/c
 sources reads the grades and the code, tables computes every number, similarity compares the code,
 exports joins the roster and writes the LMS files, page renders the HTML.
 """
-import csv
 import io
 from pathlib import Path
 
+from autograder import results
 from autograder.classreport import exports, page, similarity, sources, tables
 
 REPORT = "report.html"
@@ -66,7 +66,7 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
 
 def table_csv(t: tables.Table) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = results.SpreadsheetWriter(buffer)
     detail_columns = list(t.details)
     writer.writerow([*t.columns, *(f"{c} (names)" for c in detail_columns)])
     for i, row in enumerate(t.rows):

@@ -9,6 +9,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.results import SpreadsheetWriter
+
 # Canvas's gradebook import: these five identity columns, then one column per assignment; the row
 # after the header gives each assignment's points possible.
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -85,7 +87,7 @@ def score_cell(student, record, warnings: list) -> str:
 def generic_csv(rows, maximum, part_names) -> tuple:
     """(CSV text, warnings): id, name, login, section, score, max, percentage, then one column per part."""
     out, warnings = io.StringIO(), []
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SpreadsheetWriter(out)
     writer.writerow(["id", "sis_user_id", "login", "name", "section", "submission", "score", "max", "percentage",
                      *part_names])
     for student, record in rows:
@@ -102,7 +104,7 @@ def generic_csv(rows, maximum, part_names) -> tuple:
 def canvas_csv(rows, maximum, assignment: str) -> tuple:
     """(CSV text, warnings) for Canvas's gradebook import: roster students only (Canvas needs their identity)."""
     out, warnings = io.StringIO(), []
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SpreadsheetWriter(out)
     writer.writerow([*CANVAS_IDENTITY, assignment])
     writer.writerow([CANVAS_POINTS_ROW, "", "", "", "", _points(maximum)])
     for student, record in rows:

@@ -5,6 +5,7 @@ Every field of a results file is read with a default: a results file written by 
 grader, or by hand, still reports what it has.
 """
 import csv
+import io
 import json
 import re
 import tempfile
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import notebook, submission
+from autograder.errors import clean_name, clean_text
 
 BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
 KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
@@ -21,6 +23,12 @@ NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
 # "... does not allow" notes, and the runtime check's "... used X, which this assignment forbids".
 FORBIDDEN_TEXT = re.compile(r"forbids|does not allow")
 FORBIDDEN_OUTPUT = "This part scores 0: "
+# What the report reads, bounded: a results file of this grader is at most a few hundred KB (every
+# text in it is capped), a gradebook export or Gradescope's metadata a few MB for a large course; code
+# compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
+# submission may be (fingerprinting that takes minutes and gigabytes, for every pair).
+MAX_READ_BYTES = 32 << 20
+MAX_COMPARED_CHARS = 256 << 10
 
 
 @dataclass
@@ -69,12 +77,21 @@ def read_results(path: Path) -> dict | None:
     """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
     grader's own files, older ones, and other autograders' alike); None for anything else."""
     try:
-        data = json.loads(Path(path).read_text(errors="replace"))
-    except (OSError, ValueError):
+        data = json.loads(read_text(path))
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
         return None
     if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
         return data
     return None
+
+
+def read_text(path: Path) -> str:
+    """The text of `path`, a regular file of at most MAX_READ_BYTES (not a link, a FIFO or a
+    device, which could block the report or lead anywhere); OSError saying why not."""
+    try:
+        return submission.read_regular(path, MAX_READ_BYTES).decode("utf-8", "replace")
+    except submission.GradingError as err:
+        raise OSError(str(err)) from None
 
 
 def from_results(data: dict, name: str, keys=()) -> Record:
@@ -87,7 +104,7 @@ def from_results(data: dict, name: str, keys=()) -> Record:
         forbidden += [line.removeprefix(FORBIDDEN_OUTPUT) for t in tests
                       for line in (t.get("output") or "").splitlines() if line.startswith(FORBIDDEN_OUTPUT)]
     score = data.get("score")
-    return Record(name=name, score=float(score) if isinstance(score, (int, float)) else None,
+    return Record(name=clean_name(name), score=float(score) if isinstance(score, (int, float)) else None,
                   max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
                   isolation=extra.get("isolation", ""), parts=parts, tests=tests,
                   forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
@@ -128,7 +145,7 @@ def _gradescope_metadata(path: Path) -> dict:
         return {}
     import yaml
 
-    data = yaml.safe_load(path.read_text(errors="replace")) or {}
+    data = yaml.safe_load(read_text(path)) or {}
     out = {}
     for folder, info in data.items():
         submitters = (info or {}).get(":submitters") or (info or {}).get("submitters") or []
@@ -140,8 +157,7 @@ def _gradescope_metadata(path: Path) -> dict:
 def _nbgrader(path: Path) -> list:
     """`nbgrader export`'s CSV: one row per student and assignment. nbgrader writes a score of 0 with
     an empty timestamp for a student who submitted nothing: that is "no submission" here, not a 0."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = list(csv.DictReader(io.StringIO(read_text(path), newline="")))
     if not rows or not NBGRADER_COLUMNS <= set(rows[0]):
         raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed); "
                          "for a batch, give its results folder, not grades.csv")
@@ -154,7 +170,7 @@ def _nbgrader(path: Path) -> list:
     for row in rows:
         submitted = bool(row.get("timestamp", "x").strip())
         name = " ".join(filter(None, (row.get("first_name", "").strip(), row.get("last_name", "").strip())))
-        records.append(Record(name=row["student_id"], score=_number(row["score"]) if submitted else None,
+        records.append(Record(name=clean_name(row["student_id"]), score=_number(row["score"]) if submitted else None,
                               max_score=_number(row["max_score"]), status="graded" if submitted else "no submission",
                               keys=tuple(filter(None, (row["student_id"], row.get("email", ""), name)))))
     return records
@@ -168,17 +184,25 @@ def _number(value) -> float | None:
 
 
 def submission_sources(folder: Path) -> tuple:
-    """({submission name: the mhsa.py that is graded}, [what could not be read]) for a batch's input
-    folder, with the batch's own names and the grader's own reading of .py files, folders and notebooks."""
+    """({submission name: the mhsa.py that is graded}, [what could not be read or compared]) for a
+    batch's input folder, with the batch's own names and the grader's own reading of .py files,
+    folders and notebooks (each bounded by it); code over MAX_COMPARED_CHARS is not compared."""
     from autograder import batch  # imports the grading engine (and torch): only when code is compared
 
     sources, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
-        for sub in batch.discover(Path(folder)):
-            workdir = Path(tmp) / sub.name
+        for number, sub in enumerate(batch.discover(Path(folder))):
+            name = clean_name(sub.name)
+            workdir = Path(tmp) / str(number)  # the name is the student's: not a safe file name
             workdir.mkdir()
             try:
-                sources[sub.name] = submission.load(sub.path, workdir).source.read_text(errors="replace")
+                code = submission.load(sub.path, workdir).source.read_text(errors="replace")
             except (submission.GradingError, OSError, ValueError) as err:
-                problems.append(f"{sub.name}: {err}")
+                problems.append(f"{name}: {clean_text(err, 300)}")
+                continue
+            if len(code) > MAX_COMPARED_CHARS:
+                problems.append(f"{name}: {len(code):,} characters of code, over the {MAX_COMPARED_CHARS:,} compared "
+                                "for similarity: not compared")
+                continue
+            sources[name] = code
     return sources, problems

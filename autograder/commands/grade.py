@@ -35,6 +35,9 @@ def add_grade_options(p) -> None:
     p.add_argument("--days-late", type=float, default=0.0,
                    help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
     p.add_argument("--hide", type=Path, action="append", default=[], help="another path the submission must not read (repeatable)")
+    p.add_argument("--after-due-date", action="store_true",
+                   help="the work was collected after the due date (no one can resubmit against this run's feedback): "
+                        "the knowledge check is scored per question whatever rubric.toml's [parts.knowledge] due says")
 
 
 def run(args) -> int:
@@ -60,10 +63,12 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     grade still not have ended slot.WRAP_UP_S later (this process itself stuck), write a `timeout`
     results file and end the process; a batch's slot has no backstop of its own: the batch kills it
     at slot.kill_after, and writes that result."""
-    from autograder import grading, results
+    from autograder import grading, knowledge, results
     from autograder.context import GradingContext
     from autograder.slot import WRAP_UP_S
 
+    if getattr(args, "after_due_date", False):
+        rubric = knowledge.scored_after_due(rubric)
     suites = SUITE_CHOICES[args.suite]
     hide = [*args.hide, *([results_file.resolve().parent] if results_file else [])]
     ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,

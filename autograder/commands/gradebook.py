@@ -11,7 +11,6 @@ flagged. Isolated results are cached per notebook checksum, so a report and a la
 one pass and a rerun after a crash resumes. One notebook that cannot be graded is reported and
 skipped: the others finish.
 """
-import csv
 import hashlib
 import io
 import json
@@ -207,7 +206,7 @@ def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeo
     with tempfile.TemporaryDirectory(prefix="mhsa-gradebook-") as scratch:
         out = Path(scratch) / "results.json"
         command = [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(out),
-                   "--isolation", isolation, "--hide", str(course)]
+                   "--isolation", isolation, "--hide", str(course), "--after-due-date"]  # collected notebooks
         try:
             done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -419,7 +418,9 @@ def table(students: list) -> str:
 def csv_report(students: list) -> str:
     parts = sorted({p for s in students for p in s.in_kernel})
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    from autograder.results import SpreadsheetWriter
+
+    writer = SpreadsheetWriter(buffer)
     writer.writerow(["student", "status", "in_kernel", "isolated",
                      *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
                      "flags", "notes", "written", "error"])
