@@ -238,9 +238,18 @@ def _allow(ruleset, path, access):
 def worker_uid(needed) -> int:
     """The user the worker will run as: as root, nobody, unless nobody could not read the `needed`
     paths (a Python installed in root's home); otherwise the user it already is."""
-    if os.geteuid() == 0 and all(_world_readable(p) for p in needed):
+    if os.geteuid() == 0 and not _in_user_namespace() and all(_world_readable(p) for p in needed):
         return NOBODY
     return os.geteuid()
+
+
+def _in_user_namespace() -> bool:
+    """Inside bubblewrap's user namespace, where nobody is not a mapped user."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() != ["0", "0", "4294967295"]
+    except OSError:
+        return False
 
 
 def scratch(folder, size_bytes, needed) -> str:
@@ -319,6 +328,8 @@ def _change_user(needed) -> str:
     if os.geteuid() != 0:
         return f"user: runs as uid {os.geteuid()}"
     uid = worker_uid(needed)
+    if uid == 0 and _in_user_namespace():
+        return "user: uid 0 of its own user namespace, without capabilities"
     if uid == 0:
         closed = next(p for p in needed if not _world_readable(p))
         return f"user: stays uid 0, without capabilities (nobody could not read {closed})"

@@ -101,6 +101,8 @@ def confine_self(config):
     """The folder's budget, Landlock, the privilege drop and seccomp (confine.py), in that order
     (Landlock forbids mounting; dropping capabilities needs them), each as far as this machine
     allows; what was applied, in words."""
+    if not sys.platform.startswith("linux"):
+        return [f"kernel confinement: Linux only (this is {sys.platform})"]
     done = []
     steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()), f"/proc/{os.getpid()}"],
                                                     config.get("write_paths", ()))),
