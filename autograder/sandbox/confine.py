@@ -66,10 +66,12 @@ NOBODY = 65534
 
 # The allowlist, by name. Files: everything a program does with paths and descriptors (Landlock
 # decides which paths); memory; time; its own signals and threads; reading its own identity.
+# (mlock: CUDA pins host memory; bounded by RLIMIT_MEMLOCK.)
 # Absent on purpose (so refused): sockets, fork/exec, ptrace and reading others' memory, mount and
 # the new mount API (fsopen ...), namespaces, chroot, reboot, kexec, modules, setting the clock
 # (adjtimex, clock_adjtime, settimeofday), sethostname, syslog, fanotify, inotify, quotas, swap,
 # keyrings, bpf, perf, io_uring, userfaultfd, SysV and POSIX IPC (objects that outlive the worker),
+# memfd_create (memory that no limit counts until it is mapped),
 # setuid and friends, chown, mknod, sync, personality, and any syscall newer than this list.
 ALLOWED = (
     "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 open openat creat close "
@@ -79,8 +81,8 @@ ALLOWED = (
     "fcntl dup dup2 dup3 pipe pipe2 ioctl statfs fstatfs umask utime utimes utimensat fadvise64 readahead "
     "sendfile copy_file_range splice tee poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl "
     "epoll_wait epoll_pwait eventfd eventfd2 getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr "
-    "memfd_create mmap munmap mprotect mremap madvise brk msync mincore membarrier get_mempolicy "
-    "set_mempolicy mbind exit exit_group getpid gettid getppid getuid geteuid getgid getegid getresuid "
+    "mmap munmap mprotect mremap madvise brk msync mincore mlock munlock mlock2 membarrier "
+    "get_mempolicy set_mempolicy mbind exit exit_group getpid gettid getppid getuid geteuid getgid getegid getresuid "
     "getresgid getgroups getpgid getpgrp getsid set_tid_address set_robust_list rseq arch_prctl prctl futex "
     "futex_waitv sched_yield sched_getaffinity sched_getparam sched_getscheduler sched_get_priority_max "
     "sched_get_priority_min sched_getattr sched_rr_get_interval getpriority getrlimit setrlimit getrusage "
@@ -132,7 +134,7 @@ ARCHES = {
         "rt_sigtimedwait": 128, "sigaltstack": 131, "restart_syscall": 219, "pause": 34, "wait4": 61,
         "waitid": 247, "capget": 125, "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129,
         "rt_tgsigqueueinfo": 297, "prlimit64": 302, "sched_setaffinity": 203, "sched_setscheduler": 144,
-        "sched_setparam": 142, "setpriority": 141, "clone": 56, "clone3": 435, "capset": 126
+        "sched_setparam": 142, "setpriority": 141, "clone": 56, "clone3": 435, "capset": 126, "mlock": 149, "munlock": 150, "mlock2": 325
     }),
     "aarch64": (0xC00000B7, {
         "read": 63, "write": 64, "readv": 65, "writev": 66, "pread64": 67, "pwrite64": 68, "preadv": 69,
@@ -164,7 +166,7 @@ ARCHES = {
         "sigaltstack": 132, "restart_syscall": 128, "wait4": 260, "waitid": 95, "capget": 90, "kill":
         129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "prlimit64": 261,
         "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118, "setpriority": 140,
-        "clone": 220, "clone3": 435, "capset": 91
+        "clone": 220, "clone3": 435, "capset": 91, "mlock": 228, "munlock": 229, "mlock2": 284
     }),
 }
 
@@ -259,7 +261,7 @@ def scratch(folder, size_bytes, needed) -> str:
     sees them, and they vanish with the worker. Needs root, or a user namespace where root is not:
     without either, the folder stays on disk and only the per-file limit holds."""
     uid = worker_uid(needed)
-    files = {entry.name: (entry.stat().st_mode, open(entry.path, "rb").read())
+    files = {entry.name: (entry.stat().st_mode, _read(entry.path))
              for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)}
     try:
         _enter_mount_namespace()
@@ -281,6 +283,11 @@ def scratch(folder, size_bytes, needed) -> str:
         if os.geteuid() == 0:
             os.chown(path, uid, uid if uid == NOBODY else 0)
     return f"scratch: its folder is a {size_bytes >> 20} MB tmpfs of its own"
+
+
+def _read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _enter_mount_namespace():
