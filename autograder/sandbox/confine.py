@@ -246,7 +246,7 @@ def worker_uid(needed) -> int:
 
 
 def _in_user_namespace() -> bool:
-    """Inside bubblewrap's user namespace, where nobody is not a mapped user."""
+    """Inside a user namespace (bubblewrap's, a rootless container's), where nobody may not be mapped."""
     try:
         with open("/proc/self/uid_map") as f:
             return f.read().split() != ["0", "0", "4294967295"]
@@ -261,18 +261,19 @@ def scratch(folder, size_bytes, needed) -> str:
     sees them, and they vanish with the worker. Needs root, or a user namespace where root is not:
     without either, the folder stays on disk and only the per-file limit holds."""
     uid = worker_uid(needed)
+    gid = NOBODY if uid == NOBODY else os.getegid()
     files = {entry.name: (entry.stat().st_mode, _read(entry.path))
              for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)}
     try:
         _enter_mount_namespace()
         _check(_libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))  # nothing reaches the host
-        options = f"size={size_bytes},mode=0700,uid={uid},gid={uid if uid == NOBODY else os.getegid()}"
+        options = f"size={size_bytes},mode=0700,uid={uid},gid={gid}"
         _check(_libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs",
                            ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), options.encode()))
     except OSError as err:
         if os.geteuid() == 0:  # on disk then: the folder must still be writable by the user it runs as
             for path in (folder, *(os.path.join(folder, name) for name in files)):
-                os.chown(path, uid, uid if uid == NOBODY else 0)
+                os.chown(path, uid, gid)
         return f"scratch: per-file limit only, the folder stays on disk (no mount namespace: {err.strerror})"
     os.chdir(folder)  # the working directory still pointed at the folder under the mount
     for name, (mode, data) in files.items():
@@ -281,7 +282,7 @@ def scratch(folder, size_bytes, needed) -> str:
             f.write(data)
         os.chmod(path, stat.S_IMODE(mode))
         if os.geteuid() == 0:
-            os.chown(path, uid, uid if uid == NOBODY else 0)
+            os.chown(path, uid, gid)
     return f"scratch: its folder is a {size_bytes >> 20} MB tmpfs of its own"
 
 
