@@ -6,9 +6,9 @@ Levels, strongest first (docs/isolation.md says what each stops and what it does
            except that directory; the repository, the rubric, the results and the other
            submissions are not in it at all. Plus everything of `process`.
   process  a separate process in its own session under a reaper that kills everything it spawns:
-           scrubbed environment, private temporary working directory, memory/CPU/core limits,
-           audit-hook tripwires (no subprocesses, sockets, kill, reads of hidden paths, writes
-           outside its directory), capped output.
+           scrubbed environment, private working directory (a 64 MB tmpfs of its own on Linux),
+           memory/CPU/core limits, Landlock, no capabilities, a seccomp allowlist (sandbox/confine.py),
+           audit-hook tripwires, capped output.
 """
 import glob
 import importlib.util

@@ -22,8 +22,9 @@ from autograder.rubric import Limits
 REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
 TOKEN_VAR = "AUTOGRADER_WORKER_TOKEN"
 REPLY_FLOOR_BYTES = 16 << 20
-# Largest file a worker may write (RLIMIT_FSIZE), and in the sandbox the size of its folder and of its
-# /tmp (memory-backed): enough for scratch files, far from filling the host's disk or memory.
+# Largest file a worker may write (RLIMIT_FSIZE), and the size of its whole folder (memory-backed:
+# a tmpfs of its own, at both levels) and in the sandbox of its /tmp: enough for scratch files, far
+# from filling the host's disk or memory.
 WORKER_FILE_BYTES = 64 << 20
 NOBODY = 65534
 REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
@@ -84,7 +85,9 @@ class WorkerProcess:
                   "read_paths": readable_paths(), "python_paths": [str(r) for r in python_roots()],
                   "write_paths": [str(self.workdir), *writable_devices()], "worker_dir": os.path.dirname(script),
                   # CUDA starts threads of its own; the timing session runs no student code on them
-                  "allow_threads": entry is not None}
+                  "allow_threads": entry is not None,
+                  # the folder's budget at the process level (bubblewrap gives the sandbox its own)
+                  "scratch_bytes": WORKER_FILE_BYTES if isolation.level == "process" else None}
         if entry is not None:
             script = str(self.workdir / Path(entry).name)
         req_r, self._req_w = os.pipe()

@@ -1,25 +1,31 @@
 """Kernel-enforced limits the worker puts on itself before it imports the submission.
 
-Applied in this order by worker_main, at both isolation levels (inside bubblewrap they stack with
-its namespaces):
-  landlock()   a filesystem allowlist (Linux 5.13+): read-only paths, one writable folder; anything
-               else is refused by the kernel, from Python or from C. With Landlock ABI 6+ it also
-               stops signals to processes outside the worker (the reaper, the grader).
-  drop_root()  when running as root: setuid/setgid to an unprivileged user (nobody).
-  seccomp()    a syscall filter: no sockets, no new processes (and no threads unless allowed), no
-               ptrace or reading other processes' memory, no signals but to itself, no mounts or
-               namespaces, no syscalls of another architecture.
+Applied in this order by worker_main (inside bubblewrap they stack with its namespaces):
+  scratch()     process level: the worker's folder becomes a size-limited tmpfs in a mount namespace
+                of its own, so that the whole folder, not only each file, has a budget, and nothing
+                written there outlives the worker.
+  landlock()    a filesystem allowlist (Linux 5.13+): read-only paths, one writable folder; anything
+                else is refused by the kernel, from Python or from C. With Landlock ABI 6+ it also
+                stops signals to processes outside the worker (the reaper, the grader).
+  drop_privileges()  every capability dropped (bounding, ambient, permitted, effective, inheritable),
+                securebits locked so that uid 0 never regains them, no_new_privs; as root, also
+                setuid to an unprivileged user (nobody) where nobody can read the Python installation.
+  seccomp()     a syscall ALLOWLIST: what a CPU worker running Python, torch and numpy needs; every
+                other call fails with EPERM (new variants glibc falls back from: ENOSYS). Signals,
+                resource limits, scheduling and priorities only on the worker itself; threads only
+                where allowed; syscalls of another architecture kill the worker.
 
 Why ctypes rather than a binding: the Python bindings on PyPI are not maintained for this use
 (`landlock` has only pre-releases, `pyseccomp` was last released in 2021 and needs libseccomp's
 shared library on the host; libseccomp's own binding ships only with distributions). The three
-Landlock syscalls and one prctl for a classic BPF program are small and stable kernel ABI.
+Landlock syscalls, a few prctls and one classic BPF program are small and stable kernel ABI.
 Each function returns a line saying what it did (or why it could not), reported in the worker's
 hello and in the results.
 """
 import ctypes
 import os
 import platform
+import stat
 import struct
 
 # Landlock (include/uapi/linux/landlock.h)
@@ -39,43 +45,130 @@ NET_BY_ABI = 3  # ABI 4+: TCP bind and connect, both handled (so both refused: n
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# uid 0 gets no capabilities from exec or setuid (NOROOT), none kept across setuid (KEEP_CAPS off)
+# or raised as ambient, each bit locked: the worker cannot win back what it dropped.
+SECUREBITS = (1 << 0 | 1 << 1) | (1 << 3) | (1 << 5) | (1 << 6 | 1 << 7)
+CAPABILITY_VERSION_3 = 0x20080522
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 CLONE_THREAD = 0x00010000
 EPERM, ENOSYS = 1, 38
+SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5  # what an unprivileged process may choose anyway
+PRIO_PROCESS = 0
+NOBODY = 65534
 
-# Per architecture: the audit arch, then syscall numbers (asm/unistd_64.h; aarch64 uses the
-# generic table and has no fork, vfork or kill-by-old-name variants).
+# The allowlist, by name. Files: everything a program does with paths and descriptors (Landlock
+# decides which paths); memory; time; its own signals and threads; reading its own identity.
+# (mlock: CUDA pins host memory; bounded by RLIMIT_MEMLOCK.)
+# Absent on purpose (so refused): sockets, fork/exec, ptrace and reading others' memory, mount and
+# the new mount API (fsopen ...), namespaces, chroot, reboot, kexec, modules, setting the clock
+# (adjtimex, clock_adjtime, settimeofday), sethostname, syslog, fanotify, inotify, quotas, swap,
+# keyrings, bpf, perf, io_uring, userfaultfd, SysV and POSIX IPC (objects that outlive the worker),
+# memfd_create (memory that no limit counts until it is mapped),
+# setuid and friends, chown, mknod, sync, personality, and any syscall newer than this list.
+ALLOWED = (
+    "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 open openat creat close "
+    "close_range lseek stat fstat lstat newfstatat statx access faccessat faccessat2 getdents getdents64 "
+    "getcwd chdir fchdir readlink readlinkat mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2 "
+    "link linkat symlink symlinkat chmod fchmod fchmodat truncate ftruncate fallocate fsync fdatasync flock "
+    "fcntl dup dup2 dup3 pipe pipe2 ioctl statfs fstatfs umask utime utimes utimensat fadvise64 readahead "
+    "sendfile copy_file_range splice tee poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl "
+    "epoll_wait epoll_pwait eventfd eventfd2 getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr "
+    "mmap munmap mprotect mremap madvise brk msync mincore mlock munlock mlock2 membarrier "
+    "get_mempolicy set_mempolicy mbind exit exit_group getpid gettid getppid getuid geteuid getgid getegid getresuid "
+    "getresgid getgroups getpgid getpgrp getsid set_tid_address set_robust_list rseq arch_prctl prctl futex "
+    "futex_waitv sched_yield sched_getaffinity sched_getparam sched_getscheduler sched_get_priority_max "
+    "sched_get_priority_min sched_getattr sched_rr_get_interval getpriority getrlimit setrlimit getrusage "
+    "times sysinfo uname getrandom clock_gettime clock_getres clock_nanosleep nanosleep gettimeofday time "
+    "getcpu alarm setitimer getitimer timer_create timer_settime timer_gettime timer_getoverrun "
+    "timer_delete timerfd_create timerfd_settime timerfd_gettime rt_sigaction rt_sigprocmask rt_sigreturn "
+    "rt_sigpending rt_sigsuspend rt_sigtimedwait sigaltstack restart_syscall pause wait4 waitid capget"
+).split()
+# Allowed only when the target (first argument) is the worker itself: a worker that stays uid 0, like
+# any process of the grading user, could otherwise signal, limit or reschedule its siblings.
+# kill(0) (its process group, the reaper's) and tkill (any thread id) are refused.
+ON_ITSELF = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+ON_ITSELF_OR_ZERO = ("prlimit64", "sched_setaffinity", "sched_setparam")  # pid 0 means the caller
+
+# Syscall numbers of the names above (x86_64: asm/unistd_64.h; aarch64: the generic table, which
+# has no legacy path calls such as open or stat), and each table's audit architecture.
 ARCHES = {
     "x86_64": (0xC000003E, {
-        "socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62,
-        "ptrace": 101, "tkill": 200, "tgkill": 234, "process_vm_readv": 310, "process_vm_writev": 311,
-        "execveat": 322, "clone3": 435, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-        "unshare": 272, "setns": 308, "bpf": 321, "userfaultfd": 323, "perf_event_open": 298,
-        "keyctl": 250, "add_key": 248, "request_key": 249, "io_uring_setup": 425,
-        "open_by_handle_at": 304, "kexec_load": 246, "init_module": 175, "finit_module": 313,
-        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440,
-        "kcmp": 312, "mknod": 133, "mknodat": 259}),
+        "read": 0, "write": 1, "readv": 19, "writev": 20, "pread64": 17, "pwrite64": 18, "preadv": 295,
+        "pwritev": 296, "preadv2": 327, "pwritev2": 328, "open": 2, "openat": 257, "creat": 85, "close":
+        3, "close_range": 436, "lseek": 8, "stat": 4, "fstat": 5, "lstat": 6, "newfstatat": 262,
+        "statx": 332, "access": 21, "faccessat": 269, "faccessat2": 439, "getdents": 78, "getdents64":
+        217, "getcwd": 79, "chdir": 80, "fchdir": 81, "readlink": 89, "readlinkat": 267, "mkdir": 83,
+        "mkdirat": 258, "rmdir": 84, "unlink": 87, "unlinkat": 263, "rename": 82, "renameat": 264,
+        "renameat2": 316, "link": 86, "linkat": 265, "symlink": 88, "symlinkat": 266, "chmod": 90,
+        "fchmod": 91, "fchmodat": 268, "truncate": 76, "ftruncate": 77, "fallocate": 285, "fsync": 74,
+        "fdatasync": 75, "flock": 73, "fcntl": 72, "dup": 32, "dup2": 33, "dup3": 292, "pipe": 22,
+        "pipe2": 293, "ioctl": 16, "statfs": 137, "fstatfs": 138, "umask": 95, "utime": 132, "utimes":
+        235, "utimensat": 280, "fadvise64": 221, "readahead": 187, "sendfile": 40, "copy_file_range":
+        326, "splice": 275, "tee": 276, "poll": 7, "ppoll": 271, "select": 23, "pselect6": 270,
+        "epoll_create": 213, "epoll_create1": 291, "epoll_ctl": 233, "epoll_wait": 232, "epoll_pwait":
+        281, "eventfd": 284, "eventfd2": 290, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
+        "listxattr": 194, "llistxattr": 195, "flistxattr": 196, "memfd_create": 319, "mmap": 9,
+        "munmap": 11, "mprotect": 10, "mremap": 25, "madvise": 28, "brk": 12, "msync": 26, "mincore":
+        27, "membarrier": 324, "get_mempolicy": 239, "set_mempolicy": 238, "mbind": 237, "exit": 60,
+        "exit_group": 231, "getpid": 39, "gettid": 186, "getppid": 110, "getuid": 102, "geteuid": 107,
+        "getgid": 104, "getegid": 108, "getresuid": 118, "getresgid": 120, "getgroups": 115, "getpgid":
+        121, "getpgrp": 111, "getsid": 124, "set_tid_address": 218, "set_robust_list": 273, "rseq": 334,
+        "arch_prctl": 158, "prctl": 157, "futex": 202, "futex_waitv": 449, "sched_yield": 24,
+        "sched_getaffinity": 204, "sched_getparam": 143, "sched_getscheduler": 145,
+        "sched_get_priority_max": 146, "sched_get_priority_min": 147, "sched_getattr": 315,
+        "sched_rr_get_interval": 148, "getpriority": 140, "getrlimit": 97, "setrlimit": 160,
+        "getrusage": 98, "times": 100, "sysinfo": 99, "uname": 63, "getrandom": 318, "clock_gettime":
+        228, "clock_getres": 229, "clock_nanosleep": 230, "nanosleep": 35, "gettimeofday": 96, "time":
+        201, "getcpu": 309, "alarm": 37, "setitimer": 38, "getitimer": 36, "timer_create": 222,
+        "timer_settime": 223, "timer_gettime": 224, "timer_getoverrun": 225, "timer_delete": 226,
+        "timerfd_create": 283, "timerfd_settime": 286, "timerfd_gettime": 287, "rt_sigaction": 13,
+        "rt_sigprocmask": 14, "rt_sigreturn": 15, "rt_sigpending": 127, "rt_sigsuspend": 130,
+        "rt_sigtimedwait": 128, "sigaltstack": 131, "restart_syscall": 219, "pause": 34, "wait4": 61,
+        "waitid": 247, "capget": 125, "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297, "prlimit64": 302, "sched_setaffinity": 203, "sched_setscheduler": 144,
+        "sched_setparam": 142, "setpriority": 141, "clone": 56, "clone3": 435, "capset": 126, "mlock": 149, "munlock": 150, "mlock2": 325
+    }),
     "aarch64": (0xC00000B7, {
-        "socket": 198, "socketpair": 199, "clone": 220, "execve": 221, "kill": 129, "ptrace": 117,
-        "tkill": 130, "tgkill": 131, "process_vm_readv": 270, "process_vm_writev": 271, "execveat": 281,
-        "clone3": 435, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "unshare": 97,
-        "setns": 268, "bpf": 280, "userfaultfd": 282, "perf_event_open": 241, "keyctl": 219,
-        "add_key": 217, "request_key": 218, "io_uring_setup": 425, "open_by_handle_at": 265,
-        "kexec_load": 104, "init_module": 105, "finit_module": 273, "pidfd_open": 434,
-        "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "kcmp": 272,
-        "mknodat": 33}),
+        "read": 63, "write": 64, "readv": 65, "writev": 66, "pread64": 67, "pwrite64": 68, "preadv": 69,
+        "pwritev": 70, "preadv2": 286, "pwritev2": 287, "openat": 56, "close": 57, "close_range": 436,
+        "lseek": 62, "fstat": 80, "newfstatat": 79, "statx": 291, "faccessat": 48, "faccessat2": 439,
+        "getdents64": 61, "getcwd": 17, "chdir": 49, "fchdir": 50, "readlinkat": 78, "mkdirat": 34,
+        "unlinkat": 35, "renameat": 38, "renameat2": 276, "linkat": 37, "symlinkat": 36, "fchmod": 52,
+        "fchmodat": 53, "truncate": 45, "ftruncate": 46, "fallocate": 47, "fsync": 82, "fdatasync": 83,
+        "flock": 32, "fcntl": 25, "dup": 23, "dup3": 24, "pipe2": 59, "ioctl": 29, "statfs": 43,
+        "fstatfs": 44, "umask": 166, "utimensat": 88, "fadvise64": 223, "readahead": 213, "sendfile":
+        71, "copy_file_range": 285, "splice": 76, "tee": 77, "ppoll": 73, "pselect6": 72,
+        "epoll_create1": 20, "epoll_ctl": 21, "epoll_pwait": 22, "eventfd2": 19, "getxattr": 8,
+        "lgetxattr": 9, "fgetxattr": 10, "listxattr": 11, "llistxattr": 12, "flistxattr": 13,
+        "memfd_create": 279, "mmap": 222, "munmap": 215, "mprotect": 226, "mremap": 216, "madvise": 233,
+        "brk": 214, "msync": 227, "mincore": 232, "membarrier": 283, "get_mempolicy": 236,
+        "set_mempolicy": 237, "mbind": 235, "exit": 93, "exit_group": 94, "getpid": 172, "gettid": 178,
+        "getppid": 173, "getuid": 174, "geteuid": 175, "getgid": 176, "getegid": 177, "getresuid": 148,
+        "getresgid": 150, "getgroups": 158, "getpgid": 155, "getsid": 156, "set_tid_address": 96,
+        "set_robust_list": 99, "rseq": 293, "prctl": 167, "futex": 98, "futex_waitv": 449,
+        "sched_yield": 124, "sched_getaffinity": 123, "sched_getparam": 121, "sched_getscheduler": 120,
+        "sched_get_priority_max": 125, "sched_get_priority_min": 126, "sched_getattr": 275,
+        "sched_rr_get_interval": 127, "getpriority": 141, "getrlimit": 163, "setrlimit": 164,
+        "getrusage": 165, "times": 153, "sysinfo": 179, "uname": 160, "getrandom": 278, "clock_gettime":
+        113, "clock_getres": 114, "clock_nanosleep": 115, "nanosleep": 101, "gettimeofday": 169,
+        "getcpu": 168, "setitimer": 103, "getitimer": 102, "timer_create": 107, "timer_settime": 110,
+        "timer_gettime": 108, "timer_getoverrun": 109, "timer_delete": 111, "timerfd_create": 85,
+        "timerfd_settime": 86, "timerfd_gettime": 87, "rt_sigaction": 134, "rt_sigprocmask": 135,
+        "rt_sigreturn": 139, "rt_sigpending": 136, "rt_sigsuspend": 133, "rt_sigtimedwait": 137,
+        "sigaltstack": 132, "restart_syscall": 128, "wait4": 260, "waitid": 95, "capget": 90, "kill":
+        129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "prlimit64": 261,
+        "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118, "setpriority": 140,
+        "clone": 220, "clone3": 435, "capset": 91, "mlock": 228, "munlock": 229, "mlock2": 284
+    }),
 }
-SIGNAL_SELF_ONLY = ("kill", "tgkill")  # allowed when the first argument is this process (abort())
-ALWAYS_REFUSED = ("socket", "socketpair", "fork", "vfork", "execve", "execveat", "ptrace", "tkill",
-                  "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot",
-                  "unshare", "setns", "bpf", "userfaultfd", "perf_event_open", "keyctl", "add_key",
-                  "request_key", "io_uring_setup", "open_by_handle_at", "kexec_load", "init_module",
-                  "finit_module", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "process_madvise",
-                  "kcmp", "mknod", "mknodat")
-NOBODY = 65534
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -89,10 +182,14 @@ def _syscall(number, *args):
     return result
 
 
-def _no_new_privs():
-    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+def _check(result):
+    if result != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _no_new_privs():
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 
 
 def landlock_abi() -> int:
@@ -140,28 +237,130 @@ def _allow(ruleset, path, access):
         os.close(fd)
 
 
-def drop_root(needed) -> str:
-    """As root, become `nobody` (the grader made the worker's folder its own); otherwise nothing to
-    drop. Skipped, and said so, when `nobody` could not read the `needed` paths (a Python installed
-    in root's home): the Landlock allowlist still confines the worker then."""
+def worker_uid(needed) -> int:
+    """The user the worker will run as: as root, nobody, unless nobody could not read the `needed`
+    paths (a Python installed in root's home); otherwise the user it already is."""
+    if os.geteuid() == 0 and not _in_user_namespace() and all(_world_readable(p) for p in needed):
+        return NOBODY
+    return os.geteuid()
+
+
+def _in_user_namespace() -> bool:
+    """Inside a user namespace (bubblewrap's, a rootless container's), where nobody may not be mapped."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() != ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def scratch(folder, size_bytes, needed) -> str:
+    """Replaces `folder` (the worker's own, holding the submission) with a tmpfs of `size_bytes` in a
+    mount namespace only this worker has, owned by the user it will run as, its files copied in.
+    Writes beyond the budget fail with ENOSPC whatever the number of files; the host's disk never
+    sees them, and they vanish with the worker. Needs root, or a user namespace where root is not:
+    without either, the folder stays on disk and only the per-file limit holds."""
+    uid = worker_uid(needed)
+    gid = NOBODY if uid == NOBODY else os.getegid()
+    files = {entry.name: (entry.stat().st_mode, _read(entry.path))
+             for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)}
+    try:
+        _enter_mount_namespace()
+        _check(_libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))  # nothing reaches the host
+        options = f"size={size_bytes},mode=0700,uid={uid},gid={gid}"
+        _check(_libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs",
+                           ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), options.encode()))
+    except OSError as err:
+        if os.geteuid() == 0:  # on disk then: the folder must still be writable by the user it runs as
+            for path in (folder, *(os.path.join(folder, name) for name in files)):
+                os.chown(path, uid, gid)
+        return f"scratch: per-file limit only, the folder stays on disk (no mount namespace: {err.strerror})"
+    os.chdir(folder)  # the working directory still pointed at the folder under the mount
+    for name, (mode, data) in files.items():
+        path = os.path.join(folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, stat.S_IMODE(mode))
+        if os.geteuid() == 0:
+            os.chown(path, uid, gid)
+    return f"scratch: its folder is a {size_bytes >> 20} MB tmpfs of its own"
+
+
+def _read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _enter_mount_namespace():
+    """Root: a new mount namespace. Anyone else: a user namespace mapping only itself, with one."""
+    if os.geteuid() == 0:
+        _check(_libc.unshare(CLONE_NEWNS))
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS))
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def drop_privileges(needed) -> list:
+    """Every capability dropped and locked away, and, as root, the user changed where it can be.
+
+    The bounding set and the securebits need CAP_SETPCAP: first. Then setuid to nobody (which
+    clears the rest by itself); then capset to nothing, which also covers a worker that stays uid 0.
+    no_new_privs: nothing the worker could exec (it cannot exec) would gain privileges either."""
+    lines = []
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
+    if _has_setpcap():
+        cap = 0
+        while _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:  # EINVAL past the kernel's last one
+            cap += 1
+        _check(_libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0))
+        locked = ", securebits locked"
+    else:
+        locked = ""  # nothing to drop from the bounding set that could ever be used
+    lines.append(_change_user(needed))
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (two words each): none
+    _check(_libc.capset(header, data))
+    _no_new_privs()
+    left = _capabilities()
+    if any(int(v, 16) for k, v in left.items() if k != "CapBnd"):
+        raise OSError(EPERM, f"capabilities remain: {left}")
+    bounding = "" if int(left.get("CapBnd", "0"), 16) == 0 else " (bounding set kept: no CAP_SETPCAP)"
+    lines.append(f"capabilities: none{bounding}{locked}, no_new_privs")
+    return lines
+
+
+def _change_user(needed) -> str:
     if os.geteuid() != 0:
         return f"user: runs as uid {os.geteuid()}"
-    closed = [p for p in needed if not _world_readable(p)]
-    if closed:
-        return f"user: stays root, nobody could not read {closed[0]}"
+    uid = worker_uid(needed)
+    if uid == 0 and _in_user_namespace():
+        return "user: uid 0 of its own user namespace, without capabilities"
+    if uid == 0:
+        closed = next(p for p in needed if not _world_readable(p))
+        return f"user: stays uid 0, without capabilities (nobody could not read {closed})"
     try:
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
-    except OSError as err:  # no CAP_SETUID (a user namespace without it): still no other rights
+    except OSError as err:  # no CAP_SETUID (a user namespace without it): no capabilities either
         return f"user: stays uid 0 without capabilities ({err.strerror})"
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # keeps /proc/self readable by the worker itself
     return f"user: dropped root for uid {NOBODY}"
 
 
-def _world_readable(path) -> bool:
-    import stat
+def _capabilities() -> dict:
+    with open("/proc/self/status") as f:
+        return {k: v.strip() for k, _, v in (line.partition(":") for line in f) if k.startswith("Cap")}
 
+
+def _has_setpcap() -> bool:
+    return bool(int(_capabilities().get("CapEff", "0"), 16) & (1 << 8))  # CAP_SETPCAP
+
+
+def _world_readable(path) -> bool:
     path = os.path.realpath(path)
     try:
         if not os.stat(path).st_mode & stat.S_IROTH:
@@ -176,8 +375,8 @@ def _world_readable(path) -> bool:
 
 
 def seccomp(allow_threads: bool = False) -> str:
-    """Installs the syscall filter; calls refused by it fail with EPERM (clone3 with ENOSYS, so that
-    the C library falls back to clone, whose flags the filter can read)."""
+    """Installs the allowlist; everything else fails with EPERM (clone3 with ENOSYS, so that the C
+    library falls back to clone, whose flags the filter can read)."""
     arch = ARCHES.get(platform.machine())
     if arch is None:
         return f"seccomp: no syscall table for {platform.machine()}"
@@ -191,40 +390,54 @@ def seccomp(allow_threads: bool = False) -> str:
 
     prog = Prog(len(program), ctypes.addressof(filt))
     _no_new_privs()
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return "seccomp: no sockets, processes, ptrace or foreign signals" + ("" if allow_threads else ", no threads")
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0))
+    return (f"seccomp: an allowlist of {len([n for n in ALLOWED if n in numbers])} syscalls; signals, "
+            "limits and scheduling on itself only" + ("" if allow_threads else "; no threads"))
 
 
 # Classic BPF: (code, jt, jf, k)
-LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
+LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+def _ret(action):
+    return (RET_K, 0, 0, action)
+
+
+def _arg(index):
+    """Loads the low 32 bits of argument `index` (little-endian; pids and flags are 32-bit)."""
+    return (LD_W_ABS, 0, 0, 16 + 8 * index)
+
+
+def _one_of(values, then, otherwise):
+    """With an argument loaded: `then` when it is one of `values`, else `otherwise` (the last two
+    instructions: `otherwise` at len - 2, the jump target of a check that fails before it)."""
+    code = [(JEQ_K, len(values) - i, 0, v) for i, v in enumerate(values)]
+    return code + [otherwise, then]
 
 
 def _filter(audit_arch, numbers, pid, allow_threads):
-    deny, enosys = SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ERRNO | ENOSYS
-    prog = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, audit_arch), (RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
-            (LD_W_ABS, 0, 0, 0)]
+    """Loads the syscall number once; then, per allowed call, "if nr == N: its handler" where the
+    handler always returns (most are a plain allow), so each check jumps only over its own handler."""
+    allow, deny, enosys = _ret(SECCOMP_RET_ALLOW), _ret(SECCOMP_RET_ERRNO | EPERM), _ret(SECCOMP_RET_ERRNO | ENOSYS)
+    handlers = {name: [allow] for name in ALLOWED}
+    for name in ON_ITSELF:
+        handlers[name] = [_arg(0), *_one_of([pid], allow, deny)]
+    for name in ON_ITSELF_OR_ZERO:
+        handlers[name] = [_arg(0), *_one_of([0, pid], allow, deny)]
+    # Real-time and deadline policies are refused whatever the limits say (CAP_SYS_NICE is gone too).
+    policy = [_arg(1), *_one_of([SCHED_OTHER, SCHED_BATCH, SCHED_IDLE], allow, deny)]
+    handlers["sched_setscheduler"] = [_arg(0), (JEQ_K, 1, 0, 0), (JEQ_K, 0, len(policy) - 2, pid), *policy]
+    target = [_arg(1), *_one_of([0, pid], allow, deny)]
+    handlers["setpriority"] = [_arg(0), (JEQ_K, 0, len(target) - 2, PRIO_PROCESS), *target]
+    handlers["clone"] = [_arg(0), (JSET_K, 0, 1, CLONE_THREAD), allow if allow_threads else deny, deny]
+    handlers["clone3"] = [enosys]
+    prog = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, audit_arch), _ret(SECCOMP_RET_KILL_PROCESS), (LD_W_ABS, 0, 0, 0)]
     if audit_arch == ARCHES["x86_64"][0]:  # the x32 ABI: the same calls under other numbers
-        prog += [(0x35, 0, 1, 0x40000000), (RET_K, 0, 0, deny)]  # JGE_K
-    # Each check: "if nr == N, jump to its handler"; handlers follow the list, in the same order.
-    checks = [(numbers[n], [(RET_K, 0, 0, deny)]) for n in ALWAYS_REFUSED if n in numbers]
-    checks.append((numbers["clone3"], [(RET_K, 0, 0, enosys)]))
-    for name in SIGNAL_SELF_ONLY:
+        prog += [(JGE_K, 0, 1, 0x40000000), deny]
+    for name, handler in handlers.items():
         if name in numbers:
-            checks.append((numbers[name], [(LD_W_ABS, 0, 0, 16), (JEQ_K, 0, 1, pid),
-                                           (RET_K, 0, 0, SECCOMP_RET_ALLOW), (RET_K, 0, 0, deny)]))
-    clone = [(LD_W_ABS, 0, 0, 16), (JSET_K, 0, 1, CLONE_THREAD),
-             (RET_K, 0, 0, SECCOMP_RET_ALLOW if allow_threads else deny), (RET_K, 0, 0, deny)]
-    checks.append((numbers["clone"], clone))
-    offset = 0
-    for i, (number, handler) in enumerate(checks):
-        # jump target relative to the next instruction: the remaining checks, the allow, earlier handlers
-        prog.append((JEQ_K, (len(checks) - i - 1) + 1 + offset, 0, number))
-        offset += len(handler)
-    prog.append((RET_K, 0, 0, SECCOMP_RET_ALLOW))
-    for _, handler in checks:
-        prog += handler
-    if any(jt > 255 for _, jt, _, _ in prog):
-        raise ValueError("seccomp filter too long for classic BPF jumps")
+            prog += [(JEQ_K, 0, len(handler), numbers[name]), *handler]
+    prog.append(deny)
+    if len(prog) > 4096:
+        raise ValueError("seccomp filter longer than the kernel accepts")
     return prog

@@ -98,18 +98,25 @@ def set_limits(config):
 
 
 def confine_self(config):
-    """Landlock, the privilege drop and seccomp (confine.py), each as far as this machine allows;
-    what was applied, in words. Refused only when asked for by config["require_confinement"]."""
+    """The folder's budget, Landlock, the privilege drop and seccomp (confine.py), in that order
+    (Landlock forbids mounting; dropping capabilities needs them), each as far as this machine
+    allows; what was applied, in words."""
+    if not sys.platform.startswith("linux"):
+        return [f"kernel confinement: Linux only (this is {sys.platform})"]
     done = []
     steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()), f"/proc/{os.getpid()}"],
                                                     config.get("write_paths", ()))),
-             ("user", lambda: confine.drop_root(config.get("python_paths", ()))),
+             ("capabilities", lambda: confine.drop_privileges(config.get("python_paths", ()))),
              ("seccomp", lambda: confine.seccomp(bool(config.get("allow_threads"))))]
+    if config.get("scratch_bytes"):
+        steps.insert(0, ("scratch", lambda: confine.scratch(os.getcwd(), config["scratch_bytes"],
+                                                            config.get("python_paths", ()))))
     for name, step in steps:
         try:
-            done.append(step())
+            outcome = step()
         except OSError as err:
-            done.append(f"{name}: failed ({err.strerror})")
+            outcome = f"{name}: failed ({err.strerror})"
+        done += outcome if isinstance(outcome, list) else [outcome]
     return done
 
 
