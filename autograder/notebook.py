@@ -274,7 +274,7 @@ def extract(path) -> Extraction:
     whole module from importing. Answers are the literal values assigned to Q<n>_ANSWER, the last
     one winning.
     """
-    from autograder.submission import GradingError
+    from autograder.handin import GradingError
 
     try:
         cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
