@@ -28,10 +28,9 @@ from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
 from autograder.errors import clean_name
 from autograder.isolation import resolve
-from autograder.slot import SLOT_COMMAND, Attempt, Slot, kill_after
+from autograder.slot import POLL_S, SLOT_COMMAND, Slot, grade_in_slot, kill_after, settle
 
 FAILURES = grading.STATUSES[1:]  # results without a grade
-POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -169,37 +168,10 @@ def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isol
     logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
     slot = Slot([*command], child_args, logs / "slot.log")
     try:
-        slot.send(sub.name, sub.path, target)
-        while (attempt := slot.check(kill_after(rubric))) is None:
-            time.sleep(POLL_S)
-        return settle(attempt, target, rubric, isolation, max_units)
+        return grade_in_slot(slot, sub.name, sub.path, target, rubric, isolation, max_units)
     finally:
         slot.close()
         shutil.rmtree(logs, ignore_errors=True)
-
-
-def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: int) -> str:
-    """The attempt's status, from its grader's answer and results file alone. A grade that answered
-    0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
-    file is replaced by one that says why there is no grade."""
-    fresh = target.exists() and target.stat().st_mtime_ns >= attempt.started_ns
-    data = results.load(target) if fresh else None
-    if not attempt.timed_out and attempt.code in (0, 2) and data is not None:
-        return data["extra_data"]["status"]
-    if attempt.timed_out:
-        status = "timeout"
-        message = (f"Grading was stopped after {kill_after(rubric):g} s: it did not end after reaching "
-                   f"{rubric.submission_timeout:g} s, the time limit for a whole submission. Score 0 until an "
-                   "instructor looks at it.")
-    else:
-        status = "crashed"
-        how = attempt.ended or f"exit status {attempt.code} without a results file"
-        message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
-                   f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
-    elapsed = time.monotonic() - attempt.started
-    grade = grading.failure(attempt.name, status, message, max_units, isolation, elapsed=elapsed)
-    results.write_json_atomic(target, results.to_gradescope(grade, rubric))
-    return status
 
 
 def write_csv(out: Path, submissions: list, rubric) -> str:

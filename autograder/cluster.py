@@ -24,12 +24,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 
 from autograder import grading, paths, results
 from autograder.isolation import resolve
+from autograder.slot import SLOT_COMMAND, Slot, grade_in_slot
 
 ALLOWED_FAILURES = 1  # worker deaths a task survives: one retry elsewhere, then KilledWorker
 CONNECT_TIMEOUT_S = 60
@@ -111,9 +111,7 @@ def unpack(name: str, kind: str, files: dict, into: Path) -> Path:
 _local = threading.local()  # each worker thread's slot, kept between tasks
 
 
-def _slot(options: list):
-    from autograder.slot import SLOT_COMMAND, Slot
-
+def _slot(options: list) -> Slot:
     slot = getattr(_local, "slot", None)
     if slot is not None and (not slot.alive or _local.options != options):
         slot.close()
@@ -127,7 +125,6 @@ def _slot(options: list):
 
 def grade_on_worker(name: str, kind: str, files: dict, options: list, max_units: int, version: str) -> dict:
     """The task: grade one submission on this worker through its slot; the results file's data."""
-    from autograder import batch
     from autograder import rubric as rubric_file
 
     if grader_version() != version:
@@ -137,11 +134,7 @@ def grade_on_worker(name: str, kind: str, files: dict, options: list, max_units:
         path = unpack(name, kind, files, Path(scratch) / "submission")
         target = Path(scratch) / "results" / f"{name}.json"
         target.parent.mkdir()
-        slot = _slot(options)
-        slot.send(name, path, target)
-        while (attempt := slot.check(batch.kill_after(rubric))) is None:
-            time.sleep(batch.POLL_S)
-        batch.settle(attempt, target, rubric, "sandbox", max_units)
+        grade_in_slot(_slot(options), name, path, target, rubric, "sandbox", max_units)
         return results.load(target)
 
 

@@ -276,7 +276,7 @@ def extract(path, name: str = "") -> Extraction:
     one winning. `name` is the notebook's name as the student knows it (default: the file's), which
     the program's header and line map (LINE_MAP) give.
     """
-    from autograder.submission import GradingError
+    from autograder.handin import GradingError
 
     name = clean_name(name or Path(path).name)
     try:

@@ -48,7 +48,7 @@ NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "te
 RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
                             "autograder/commands/grade.py",
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
-                            "autograder/slot.py", "autograder/cluster.py",
+                            "autograder/slot.py", "autograder/grade_file.py", "autograder/cluster.py",
                             "autograder/gradescope.py", "autograder/commands/gradebook.py",
                             "autograder/commands/report.py", "autograder/classreport"]
 

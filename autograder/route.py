@@ -12,7 +12,7 @@ from pathlib import Path
 
 from autograder import rubric as rubric_file
 from autograder.errors import clean_name
-from autograder.submission import GradingError, read_regular, refuse_link
+from autograder.handin import GradingError, read_regular, refuse_link
 
 PREFERRED_NOTEBOOK = "mhsa.ipynb"
 # Notebooks of one folder read to see whether they hold code: mhsa.ipynb first, then by name. Reading
@@ -41,7 +41,7 @@ def pick(path: Path) -> Route:
     folder = inner if inner.is_dir() and (_regular(inner / "mhsa.py") or _notebooks(inner)) else path
     refuse_link(folder / "mhsa.py")  # said, not skipped: the student may think it is graded
     # Any mhsa.py that is not a folder is the work, a FIFO or a device too: reading it
-    # (submission.read_regular) refuses it and says why, where skipping it would say it is missing.
+    # (handin.read_regular) refuses it and says why, where skipping it would say it is missing.
     module = folder / "mhsa.py" if (folder / "mhsa.py").exists() and not (folder / "mhsa.py").is_dir() else None
     notebooks = _notebooks(folder)
     knowledge = folder / "knowledge.py"

@@ -29,13 +29,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import paths
+from autograder import grading, paths, results
+from autograder.grade_file import WRAP_UP_S, add_grade_options, grade_one
 from autograder.worker import signal_name
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.slot")
-# A grade that reaches the whole-submission limit stops calling the submission and scores what
-# finished (autograder/commands/grade.py); this is how long it has to do so before it is killed.
-WRAP_UP_S = 10.0
+POLL_S = 0.2  # how often a runner looks at its slots
 
 
 @dataclass
@@ -161,9 +160,40 @@ class Slot:
             self.kill()
 
 
-def main(argv=None) -> int:
-    from autograder.commands.grade import add_grade_options, grade_one
+def grade_in_slot(slot: Slot, name: str, path: Path, target: Path, rubric, isolation: str, max_units: int) -> str:
+    """Hand `slot` one submission and wait for its end; its results file is at `target` whatever
+    happens. Returns the status."""
+    slot.send(name, path, target)
+    while (attempt := slot.check(kill_after(rubric))) is None:
+        time.sleep(POLL_S)
+    return settle(attempt, target, rubric, isolation, max_units)
 
+
+def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: int) -> str:
+    """The attempt's status, from its grader's answer and results file alone. A grade that answered
+    0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
+    file is replaced by one that says why there is no grade."""
+    fresh = target.exists() and target.stat().st_mtime_ns >= attempt.started_ns
+    data = results.load(target) if fresh else None
+    if not attempt.timed_out and attempt.code in (0, 2) and data is not None:
+        return data["extra_data"]["status"]
+    if attempt.timed_out:
+        status = "timeout"
+        message = (f"Grading was stopped after {kill_after(rubric):g} s: it did not end after reaching "
+                   f"{rubric.submission_timeout:g} s, the time limit for a whole submission. Score 0 until an "
+                   "instructor looks at it.")
+    else:
+        status = "crashed"
+        how = attempt.ended or f"exit status {attempt.code} without a results file"
+        message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
+                   f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
+    elapsed = time.monotonic() - attempt.started
+    grade = grading.failure(attempt.name, status, message, max_units, isolation, elapsed=elapsed)
+    results.write_json_atomic(target, results.to_gradescope(grade, rubric))
+    return status
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.slot", description=__doc__.splitlines()[0])
     add_grade_options(parser)
     args = parser.parse_args(argv)
@@ -171,7 +201,7 @@ def main(argv=None) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else is printed goes to the log
 
     from autograder import rubric as rubric_file
-    from autograder import backends, grading  # noqa: F401 - start-up paid here, not in a submission's time limit
+    from autograder import backends  # noqa: F401 - start-up paid here, not in a submission's time limit
 
     rubric = rubric_file.load()
     for line in sys.stdin:

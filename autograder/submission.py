@@ -1,25 +1,16 @@
 """What a TA hands the grader (a .py file, a folder, a notebook) turned into one mhsa.py to grade.
 
-Everything handed in is untrusted, the paths included: a file is read through one descriptor
-opened without following a symbolic link at its last component, only if it is a regular file, and
-only up to MAX_SUBMISSION_BYTES, so a link to the reference, to /proc/self/cwd/... or to /dev/zero
-gets refused instead of copied.
+Everything handed in is untrusted, the paths included: every file is read with autograder/handin.py.
 """
 import os
 import shutil
-import stat
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder.errors import clean_name, clean_text
+from autograder.handin import GradingError, read_regular, refuse_link
 from autograder.isolation import torch_init_file
-
-MAX_SUBMISSION_BYTES = 4 << 20  # far above any real mhsa.py or notebook (the reference is ~20 KB)
-
-
-class GradingError(Exception):
-    """Grading itself is impossible (not the submission's fault): the CLI exits non-zero."""
 
 
 @dataclass(frozen=True)
@@ -109,34 +100,6 @@ def notebook_answers(answers: dict, beside: Path) -> tuple:
                          "holds answers and was not used (the answers go with the file that is graded)")
     return found, (f"the knowledge answers were read from {beside.name} beside the notebook, whose answer "
                    "cells are empty")
-
-
-def refuse_link(path: Path) -> None:
-    """GradingError if `path` is a symbolic link: batch and Gradescope discovery call this on every
-    entry they find, and `load` on what it is handed, so no link is ever graded."""
-    if Path(path).is_symlink():
-        raise GradingError(f"{clean_name(path)}: is a symbolic link, which is not graded: hand in the file itself")
-
-
-def read_regular(path: Path, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
-    """The bytes of `path`, which must be a regular file (not a link, FIFO or device) of at most
-    `limit` bytes; checked on the open descriptor, so the file cannot be swapped in between."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        if Path(path).is_symlink():
-            refuse_link(path)
-        raise GradingError(f"{clean_name(path)}: cannot be read ({err.strerror})") from None
-    with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(stream.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise GradingError(f"{clean_name(path)}: is not a regular file")
-        if info.st_size > limit:
-            raise GradingError(f"{clean_name(path)}: {info.st_size:,} bytes is over the {limit:,} byte limit")
-        data = stream.read(limit + 1)
-    if len(data) > limit:  # grew while being read
-        raise GradingError(f"{clean_name(path)}: over the {limit:,} byte limit")
-    return data
 
 
 def safe_to_hide(path: Path) -> bool:

@@ -1,5 +1,6 @@
 """The class report and the LMS exports, run as an instructor runs them: `python -m autograder report`."""
 import csv
+import html
 import json
 import re
 import statistics
@@ -183,6 +184,50 @@ def test_generic_export_uses_the_course_maximum_for_everyone(generated):
     assert next(r for r in rows if r[5] == facts.names[-1])[:5] == ["", "", "", "", ""]  # not on the roster
 
 
+def test_students_table_names_students_as_the_roster_does(generated):
+    facts, out, _, page = generated
+    rows = read_csv(out / "report-students.csv")
+    assert rows[0][:5] == ["student", "id", "submission", "score", "max_score"]
+    students = by_first(rows)
+    results = json.loads((facts.results / "student01.json").read_text())
+    assert students["Student 1"][:4] == ["Student 1", "1000", "student01", f"{results['score']:.2f}"]
+    assert students["Absent Student"][1:4] == ["2000", "student31", ""]
+    assert students["Absent Student"][-2:] == ["no submission", ""]
+    unclaimed = next(r for r in rows if r[2] == facts.names[-1])
+    assert unclaimed[:2] == ["", ""] and unclaimed[3] != ""  # graded, but nobody on the roster claims it
+    assert len(rows) == 1 + 31 and page.tables["students"] == rows
+
+
+def test_a_non_submitter_in_a_canvas_export_is_warned_about_and_left_blank(tmp_path):
+    """A Canvas gradebook export with a `submission` column added: Canvas's "Points Possible" row is
+    not a student; a student whose submission cell is blank (handed in nothing) keeps a Canvas row with
+    a blank score, is warned about, and is in the Students table under the roster's name."""
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,submission\n"
+                      "    Points Possible,,,,,\n"
+                      "\"Lovelace, Ada\",1,111,ada,A,reference_copy.py\n"
+                      "\"Hopper, Grace\",3,333,grace,B,\n"
+                      "\"Turing, Alan\",2,222,alan,A,buggy_no_scale\n"
+                      ",,,,,\n")
+    run = report(DATA, "--roster", roster, "--format", "canvas", "--assignment", ASSIGNMENT, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stdout + run.stderr
+    warning = "Hopper, Grace (blank submission) is on the roster but has no submission: left blank, not 0"
+    assert warning in run.stdout
+    assert warning in html.unescape((tmp_path / "out" / "report.html").read_text())  # the page's Warnings box
+    canvas = read_csv(tmp_path / "out" / "canvas.csv")
+    assert canvas[1] == ["Points Possible", "", "", "", "", "90"]
+    assert canvas[2:] == [["Lovelace, Ada", "1", "111", "ada", "A", "90.00"],
+                          ["Hopper, Grace", "3", "333", "grace", "B", ""],
+                          ["Turing, Alan", "2", "222", "alan", "A", "55.89"]]
+    students = read_csv(tmp_path / "out" / "report-students.csv")
+    assert [r[:4] for r in students[1:]] == [["Lovelace, Ada", "1", "reference_copy", "90.00"],
+                                            ["Hopper, Grace", "3", "", ""],
+                                            ["Turing, Alan", "2", "buggy_no_scale", "55.89"],
+                                            ["", "", "stubs", "0.00"]]
+    assert students[2][-2] == "no submission"
+    assert "stubs: graded but not on the roster" in run.stdout
+
+
 def test_canvas_needs_a_roster(generated):
     facts, *_ = generated
     run = report(facts.results, "--format", "canvas", "--out", facts.results.parent / "no-roster")
@@ -214,7 +259,8 @@ def test_gradescope_export_is_read_with_its_submitters(tmp_path):
     run = report(export, "--roster", roster, "--format", "canvas", "--out", tmp_path / "out")
     assert run.returncode == 0, run.stdout + run.stderr
     students = by_first(read_csv(tmp_path / "out" / "report-students.csv"))
-    assert students["Ada Lovelace"][1] == "90.00" and students["Alan Turing"][1] == "55.89"
+    assert students["Lovelace, Ada"][:4] == ["Lovelace, Ada", "1", "Ada Lovelace", "90.00"]
+    assert students["Turing, Alan"][:4] == ["Turing, Alan", "2", "Alan Turing", "55.89"]
     canvas = read_csv(tmp_path / "out" / "canvas.csv")
     assert canvas[2:] == [["Lovelace, Ada", "1", "111", "ada", "A", "90.00"],
                           ["Turing, Alan", "2", "222", "alan", "A", "55.89"]]
@@ -297,6 +343,8 @@ def test_roster_accepts_canvas_column_names(tmp_path):
     path = tmp_path / "roster.csv"
     path.write_text("\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,submission\nAda,1,111,ada,A,ada.py\n")
     assert exports.read_roster(path) == [exports.Student("ada.py", "Ada", "1", "111", "ada", "A")]
+    path.write_text("Student,ID,submission\n    Points Possible,,\nAda,1,ada.py\nGrace,3,\n,,\n")
+    assert exports.read_roster(path) == [exports.Student("ada.py", "Ada", "1"), exports.Student("", "Grace", "3")]
     path.write_text("name,id\nAda,1\n")
     with pytest.raises(ValueError, match="'submission' column"):
         exports.read_roster(path)

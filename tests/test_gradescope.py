@@ -71,7 +71,10 @@ def check_gradescope_format(data):
                 assert name not in test
                 continue
             assert isinstance(test[name], kind), (name, test)
-        assert test.get("status", "passed") in ("passed", "failed"), "Gradescope knows no other status"
+        if summary_row:
+            assert "status" not in test
+        else:  # without one Gradescope marks a row by its score: 0 of 0 (a part not graded) would read as passed
+            assert test["status"] in ("passed", "failed"), ("a row with points needs a status", test)
         assert test["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
         assert test["tags"][0] in parts
 

@@ -86,8 +86,8 @@ def test_a_grade_that_does_not_end_after_its_time_limit_is_ended_with_a_timeout_
     submission = tmp_path / "mhsa.py"
     submission.write_text(paths.REFERENCE.read_text())
     out = tmp_path / "results" / "results.json"
-    done = run_grade_one(submission, out, time_limit=2.0, setup="import time; from autograder import grading, slot\n"
-                         "slot.WRAP_UP_S = 1.0\ngrading.run = lambda ctx: time.sleep(600)\n")
+    done = run_grade_one(submission, out, time_limit=2.0, setup="import time; from autograder import grade_file, grading\n"
+                         "grade_file.WRAP_UP_S = 1.0\ngrading.run = lambda ctx: time.sleep(600)\n")
     assert done.returncode == 2, done.stdout + done.stderr
     data = json.loads(out.read_text())
     assert data["extra_data"]["status"] == "timeout" and "stopped after 3 s" in data["output"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, errors, notebook, results, route, submission
+from autograder import batch, errors, handin, notebook, results, route, submission
 from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources
 from autograder.classreport.sources import Record
@@ -47,7 +47,7 @@ UNGRADABLE = {
     "a JSON list, not a notebook": ("[1, 2]", "is not a notebook"),
     "cells that are not a list": (json.dumps({"cells": 5}), '"cells" is not a list'),
     "bytes that are not JSON": (b"\x89PNG\r\n\x1a\n\x00\xff" * 100, "is not a notebook"),
-    "over the size limit": (json.dumps({"cells": [], "pad": "x" * (submission.MAX_SUBMISSION_BYTES + 1)}),
+    "over the size limit": (json.dumps({"cells": [], "pad": "x" * (handin.MAX_SUBMISSION_BYTES + 1)}),
                             "byte limit"),
 }
 

@@ -6,7 +6,7 @@ import pytest
 from autograder import results
 from autograder import rubric as rubric_file
 from autograder.grading import Grade, failure
-from autograder.scoring import PartScore, TestResult
+from autograder.scoring import PartScore, Row, TestResult
 
 
 def failed_test(suite):
@@ -94,3 +94,38 @@ def test_text_from_student_code_cannot_redraw_the_terminal_or_flood_the_results(
     text = results.test_output(test, rubric_file.load())
     assert "\x1b" not in text and "\x07" not in text
     assert len(text) < results.TEXT_CAP + 200
+
+
+def timing_grade(status, units, max_units, output):
+    """A grade whose timing row has `status`; the part is graded unless the row was skipped."""
+    passed = replace(failed_test("public"), passed=True, units=20_000)
+    graded = status != "skipped"
+    parts = {"sdpa": PartScore("sdpa", "Scaled dot-product attention", 20_000, 20_000),
+             "timing": PartScore("timing", "CUDA speed", units, 50_000, graded=graded,
+                                 notes=() if graded else (output,))}
+    row = Row("timing: speed against the reference (CUDA when available)", "timing", status, units, max_units, output)
+    return Grade("alice", "sandbox", ("public",), tests=(passed,), parts=parts, rows=(row,))
+
+
+@pytest.mark.parametrize("part_rows", [True, False])
+def test_a_timing_part_that_was_not_graded_has_no_row_that_gradescope_would_mark_passed(part_rows):
+    """Gradescope marks a row without a status by its score, and 0 of 0 reads as passed; it has no
+    "not graded". So the row is left out, and the summary (and the part's row) say why."""
+    rubric = rubric_file.load()
+    rubric = replace(rubric, results=replace(rubric.results, part_rows=part_rows))
+    data = results.to_gradescope(timing_grade("skipped", 0, 0, "CUDA timing skipped: no CUDA device"), rubric)
+    assert not [t for t in data["tests"] if t["tags"] == ["timing"]]
+    assert all(t["status"] in ("passed", "failed") for t in data["tests"] if "score" in t)
+    assert "not graded" in data["output"] and "CUDA timing skipped: no CUDA device" in data["output"]
+    assert data["score"] == 2.0 and data["extra_data"]["max_score"] == 2.0
+    part_row = [t for t in data["tests"] if t["tags"] == ["timing", "part"]]
+    assert [t["output"].splitlines()[:2] for t in part_row] == (
+        [["not graded", "CUDA timing skipped: no CUDA device"]] if part_rows else [])
+
+
+@pytest.mark.parametrize("status, units", [("passed", 50_000), ("failed", 0)])
+def test_a_timing_part_that_was_graded_keeps_its_row_and_status(status, units):
+    data = results.to_gradescope(timing_grade(status, units, 50_000, "ratio 1.1, threshold 2"), rubric_file.load())
+    row = next(t for t in data["tests"] if t["tags"] == ["timing"])
+    assert (row["status"], row["score"], row["max_score"]) == (status, units / 10_000, 5.0)
+    assert data["extra_data"]["max_score"] == 7.0

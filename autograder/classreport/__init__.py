@@ -29,7 +29,8 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
     part_names = list(dict.fromkeys(p for r in records for p, info in r.parts.items() if info.get("graded")))
 
     summary = tables.summary(records, maximum)
-    students = tables.students(records, part_names, maximum)
+    rows, roster_warnings = exports.join(records, exports.read_roster(roster) if roster else None)
+    students = tables.students(rows, part_names, maximum, roster=roster is not None)
     sections = [("summary", "Score distribution", _summary_section(kind, summary, records, part_names, maximum))]
     written_tables = [summary, students]
     if kind != sources.NBGRADER:
@@ -51,7 +52,6 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
     written = []
     for t in written_tables:
         written.append(_write(out / f"report-{t.id}.csv", table_csv(t)))
-    rows, roster_warnings = exports.join(records, exports.read_roster(roster) if roster else None)
     generic, export_warnings = exports.generic_csv(rows, maximum, part_names)
     written.append(_write(out / GENERIC_EXPORT, generic))
     if canvas_assignment:

@@ -39,8 +39,12 @@ def read_roster(path: Path) -> list:
         if found["submission"] is None:
             raise ValueError(f"{path}: the roster needs a 'submission' column (the file name of the student's "
                              "submission, or their nbgrader student id)")
-        return [Student(**{ours: (row.get(col) or "").strip() for ours, col in found.items() if col})
-                for row in reader if (row.get(found["submission"]) or "").strip()]
+        students = [Student(**{ours: (row.get(col) or "").strip() for ours, col in found.items() if col})
+                    for row in reader]
+    # A student with a blank submission stays (a non-submitter in a Canvas export: join warns); a row
+    # naming nobody (a blank line, Canvas's own "Points Possible" row) is not a student.
+    return [s for s in students if (s.submission or s.id or s.sis_user_id or s.login or s.name)
+            and not (s.name == CANVAS_POINTS_ROW and not (s.submission or s.id))]
 
 
 def _key(text: str) -> str:
@@ -58,10 +62,11 @@ def join(records, roster) -> tuple:
             by_key.setdefault(_key(k), r)
     rows, claimed, warnings = [], set(), []
     for student in roster:
-        record = by_key.get(_key(student.submission))
+        record = by_key.get(_key(student.submission)) if student.submission else None
         rows.append((student, record))
         if record is None:
-            warnings.append(f"{student.name or student.submission} ({student.submission}) is on the roster but "
+            who = student.name or student.submission or student.id or student.sis_user_id or student.login
+            warnings.append(f"{who} ({student.submission or 'blank submission'}) is on the roster but "
                             "has no submission: left blank, not 0")
         else:
             claimed.add(record.name)

@@ -41,14 +41,25 @@ def course_maximum(records) -> tuple:
     return best, [r for r in records if r.graded and r.max_score and r.max_score != best]
 
 
-def students(records, part_names, maximum) -> Table:
-    rows = []
-    for r in records:
-        parts = [number(r.parts[p].get("score")) if r.parts.get(p, {}).get("graded") else "" for p in part_names]
-        rows.append([r.name, number(r.score) if r.graded else "", number(r.max_score),
-                     percent(r.score / maximum) if r.graded and maximum else "", *parts, r.status, r.isolation])
-    return Table("students", "Students", ["student", "score", "max_score", f"percent of {maximum:g}" if maximum
-                                          else "percent", *part_names, "status", "isolation"], rows)
+def students(rows, part_names, maximum, roster: bool) -> Table:
+    """One row per (student, record) of the roster join. With a roster each row names the student as
+    the roster does (name and LMS id) beside the submission it was matched to: a student on the roster
+    without a submission has a row with no score, a submission nobody on the roster claims has no name."""
+    table = []
+    for student, r in rows:
+        identity = [student.name, student.id or student.sis_user_id or student.login] if student else ["", ""]
+        submission = r.name if r else student.submission
+        if r is None:
+            grade = ["", "", "", *([""] * len(part_names)), "no submission", ""]
+        else:
+            parts = [number(r.parts[p].get("score")) if r.parts.get(p, {}).get("graded") else "" for p in part_names]
+            grade = [number(r.score) if r.graded else "", number(r.max_score),
+                     percent(r.score / maximum) if r.graded and maximum else "", *parts, r.status, r.isolation]
+        table.append([*identity, submission, *grade] if roster else [submission, *grade])
+    columns = ["score", "max_score", f"percent of {maximum:g}" if maximum else "percent", *part_names, "status",
+               "isolation"]
+    return Table("students", "Students", ["student", "id", "submission", *columns] if roster else ["student", *columns],
+                 table)
 
 
 def summary(records, maximum) -> Table:

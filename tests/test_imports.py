@@ -1,0 +1,179 @@
+"""The grader's import layering: no module of autograder/ or gpu_checks/ reaches, through any chain of
+imports, back to itself.
+
+Every `import` and `from ... import` counts, the ones inside a function too. A function-level import
+defers loading a module, not depending on it: the two cycles this test was written against
+({commands/grade, batch, cluster, slot} and {submission, route, notebook}) were both closed by such
+imports, and each was a shared piece living in the wrong layer. Lazy imports stay where loading is
+the cost (torch, pytest, nbgrader, dask) or where a lower layer reaches an optional one (grading ->
+gpu_checks); they are not a way to import upward. docs/architecture.md, "Import layering", has the
+layers.
+
+An import of a submodule is an edge to that submodule alone, not to the packages above it: Python
+runs a package's __init__ first, but a package importing its own submodules is not a cycle.
+"""
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("autograder", "gpu_checks")
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str         # the repository module it resolves to
+    module_level: bool  # False: inside a function (a lazy import)
+    line: int
+
+
+def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
+    """Every module of `packages` under `root`, by dotted name (a package by its own name)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(root: Path, packages=PACKAGES) -> dict[str, list[Import]]:
+    """For each module of `packages`, the imports that resolve to a module of `packages`."""
+    known = modules(root, packages)
+
+    def resolve(name: str) -> str | None:  # the longest known module that `name` is or lies in
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imports = []
+
+        def visit(node, module_level):
+            for child in ast.iter_child_nodes(node):
+                inside = module_level and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                if isinstance(child, ast.Import):
+                    targets = [resolve(alias.name) for alias in child.names]
+                elif isinstance(child, ast.ImportFrom):
+                    base = child.module or ""
+                    if child.level:  # relative: `from . import x`, `from ..y import z`
+                        anchor = package.split(".")[:len(package.split(".")) - (child.level - 1)]
+                        base = ".".join([*anchor, *([child.module] if child.module else [])])
+                    # `from pkg import sub` imports the submodule; `from mod import name` the module
+                    targets = [resolve(f"{base}.{alias.name}") if f"{base}.{alias.name}" in known else resolve(base)
+                               for alias in child.names]
+                else:
+                    targets = []
+                imports.extend(Import(t, inside, child.lineno) for t in dict.fromkeys(targets) if t and t != name)
+                visit(child, inside)
+
+        visit(ast.parse(path.read_text(), filename=str(path)), True)
+        graph[name] = imports
+    return graph
+
+
+def find_cycle(graph: dict[str, list[Import]], module_level_only=False) -> list[tuple[str, Import]] | None:
+    """One import cycle as [(module, its import of the next)], or None; depth-first, in a fixed order."""
+    done, path, on_path = set(), [], {}
+
+    def visit(module):
+        on_path[module] = len(path)
+        for imp in sorted(graph.get(module, []), key=lambda i: (i.target, i.line)):
+            if module_level_only and not imp.module_level:
+                continue
+            path.append((module, imp))
+            if imp.target in on_path:
+                return path[on_path[imp.target]:]
+            if imp.target not in done:
+                cycle = visit(imp.target)
+                if cycle:
+                    return cycle
+            path.pop()
+        del on_path[module]
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in done:
+            cycle = visit(module)
+            if cycle:
+                return cycle
+    return None
+
+
+def describe(cycle) -> str:
+    return "\n".join(f"  {module} -> {imp.target} (line {imp.line}, "
+                     f"{'module level' if imp.module_level else 'inside a function'})" for module, imp in cycle)
+
+
+def test_the_grader_has_no_import_cycle():
+    cycle = find_cycle(import_graph(REPO))
+    assert cycle is None, ("an import cycle; move what both sides need into a lower module "
+                           "(docs/architecture.md, Import layering):\n" + describe(cycle))
+
+
+def test_the_walk_sees_the_repository_s_imports():
+    """The check above could pass by seeing nothing: it finds known imports of both kinds, across
+    both packages."""
+    graph = import_graph(REPO)
+    edges = {(m, i.target, i.module_level) for m, imports in graph.items() for i in imports}
+    assert ("autograder.slot", "autograder.grade_file", True) in edges
+    assert ("autograder.route", "autograder.handin", True) in edges
+    assert ("autograder.submission", "autograder.notebook", False) in edges  # lazy: nbgrader's reader costs
+    assert ("autograder.grading", "gpu_checks", False) in edges  # the one way into gpu_checks
+    assert ("gpu_checks", "gpu_checks.grading", True) in edges
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 150
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
+def test_a_cycle_of_module_level_imports_is_found(tmp_path):
+    root = write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/cli.py": "from pkg import runner\n",
+        "pkg/runner.py": "import os\nfrom pkg.slot import Slot\n",
+        "pkg/slot.py": "from . import cli  # the slot runs the command line\nclass Slot: ...\n",
+    })
+    cycle = find_cycle(import_graph(root, ("pkg",)))
+    assert cycle is not None
+    assert {m for m, _ in cycle} == {"pkg.cli", "pkg.runner", "pkg.slot"}
+    assert all(imp.module_level for _, imp in cycle)
+    assert "pkg.slot -> pkg.cli (line 1, module level)" in describe(cycle)
+
+
+def test_a_cycle_closed_by_an_import_inside_a_function_is_found(tmp_path):
+    """A lazy import does not break a cycle for this check: only a module that moves does."""
+    root = write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/load.py": "def load():\n    from pkg.sub import route\n    return route.pick()\n",
+        "pkg/sub/route.py": "from ..load import GradingError\n",
+    })
+    graph = import_graph(root, ("pkg",))
+    assert find_cycle(graph, module_level_only=True) is None
+    cycle = find_cycle(graph)
+    assert {m for m, _ in cycle} == {"pkg.load", "pkg.sub.route"}
+    assert "pkg.load -> pkg.sub.route (line 2, inside a function)" in describe(cycle)
+
+
+def test_layers_that_only_import_downward_pass(tmp_path):
+    """The same modules once the shared piece sits in a lower module: no cycle, and a package's
+    __init__ importing its own submodules is none either."""
+    root = write_package(tmp_path, {
+        "pkg/__init__.py": "from pkg.sub import route\n",
+        "pkg/errors.py": "class GradingError(Exception): ...\n",
+        "pkg/load.py": "def load():\n    from pkg.sub import route\n    return route.pick()\n",
+        "pkg/sub/__init__.py": "from .route import pick\n",
+        "pkg/sub/route.py": "import pkg.errors\nfrom pkg.errors import GradingError\n",
+    })
+    graph = import_graph(root, ("pkg",))
+    assert find_cycle(graph) is None
+    assert Import("pkg.errors", True, 1) in graph["pkg.sub.route"]
+    assert Import("pkg.sub.route", False, 2) in graph["pkg.load"]
