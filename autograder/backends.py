@@ -30,6 +30,9 @@ class Backend:
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
         outcome = self._run(call)
+        silent = [f for f in outcome.forbidden if f.startswith(executor.MONITOR_SILENT)]
+        if silent:  # the record cannot be trusted: a person reviews the grade (grading.run_suites)
+            raise errors.ForbiddenApiError(f"while {call.target} ran, {silent[0]}: a person reviews this grade")
         if outcome.forbidden:
             raise errors.ForbiddenApiError(
                 f"{call.target} used {', '.join(outcome.forbidden)}, which this assignment forbids: "
