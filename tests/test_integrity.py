@@ -1,0 +1,118 @@
+"""Grades held for review: the run-time monitor's canary, the held status through the results model,
+the rubric's held_score, and the `review` command that releases or confirms a hold."""
+import csv
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from autograder import grading, results
+from autograder import rubric as rubric_file
+from autograder.commands import review
+from autograder.paths import REFERENCE
+from autograder.sandbox.executor import MONITOR_SILENT, ForbiddenApiMonitor
+
+RUBRIC = rubric_file.load()
+FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))
+ATTRGETTER = '\nimport operator\n_internals = operator.attrgetter("_" + "C")(torch)\n'
+
+
+def test_the_monitor_sees_its_canary_and_reports_when_it_does_not():
+    q = torch.randn(1, 2, 3, 4)
+    monitor = ForbiddenApiMonitor()
+    with monitor:
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        monitor.check_canary()
+    assert monitor.used and not any(MONITOR_SILENT in u for u in monitor.used), monitor.used
+    popped = ForbiddenApiMonitor()
+    with popped:
+        with torch.overrides._pop_mode_temporarily():  # the function mode taken off torch's stack
+            popped.check_canary()
+    assert any(MONITOR_SILENT in u for u in popped.used), popped.used
+
+
+def test_a_reference_with_an_untraceable_reach_is_held_with_its_earned_score_kept(tmp_path):
+    """Correct code plus `operator.attrgetter("_" + "C")(torch)`: every test passes, yet the total is
+    withheld (0) with the reason, and each review decision is already known."""
+    path = tmp_path / "held.py"
+    path.write_text(REFERENCE.read_text() + ATTRGETTER)
+    grade = grading.grade(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
+    assert grade.status == grading.HELD and grade.withheld
+    assert grade.score == 0 and grade.earned_units == grade.max_units > 0 and grade.confirmed_units == 0
+    data = results.to_gradescope(grade, FAST)
+    assert data["score"] == 0 and data["extra_data"]["status"] == "held" and data["tests"]
+    assert "HELD FOR REVIEW" in data["output"] and "attrgetter with a computed name" in data["output"]
+    assert data["extra_data"]["held"]["released_score"] == grade.max_score
+    assert "HELD FOR REVIEW" in results.table(grade, FAST)
+    row = dict(zip(results.csv_header(FAST), results.csv_row("held", data, FAST)))
+    assert row["status"] == "held" and row["review"].startswith("held for review: line ")
+    assert results.load(write(tmp_path / "r.json", data)) is not None, "a held result is a valid results file"
+
+    released = results.decide(data, "release", "a harmless print of torch._C")
+    assert released["score"] == grade.max_score and released["extra_data"]["status"] == "graded"
+    confirmed = results.decide(released, "confirm")
+    assert confirmed["score"] == 0 and all(p["score"] == 0 for p in confirmed["extra_data"]["parts"].values())
+    assert results.decide(confirmed, "release")["extra_data"]["parts"] == data["extra_data"]["parts"]
+
+
+def test_held_score_earned_shows_the_earned_total_still_flagged():
+    grade = grading.Grade("x", "process", ("public",), parts={"sdpa": grading.scoring.PartScore("sdpa", "t", 7, 20)},
+                          held={"sdpa": ["line 3: reaches into torch._C"]})
+    for policy, total in (("withheld", 0), ("earned", 7)):
+        rubric = replace(RUBRIC, results=replace(RUBRIC.results, held_score=policy))
+        held = grading.hold_for_review(SimpleNamespace(rubric=rubric, days_late=0), grade)
+        assert held.status == "held" and held.units == total and held.confirmed_units == 0
+
+
+def test_an_unknown_held_score_is_refused(tmp_path):
+    text = (rubric_file.RUBRIC_FILE.read_text()).replace('held_score = "withheld"', 'held_score = "half"')
+    (tmp_path / "rubric.toml").write_text(text)
+    with pytest.raises(ValueError, match="held_score"):
+        rubric_file.load(tmp_path / "rubric.toml")
+
+
+def held_results(name: str, reasons=("line 9: reaches into torch._C, which the grader cannot follow",)) -> dict:
+    return {"score": 0.0, "output": "Score: 0 / 20\nHELD FOR REVIEW", "tests": [],
+            "extra_data": {"submission": name, "status": "held", "max_score": 20.0, "isolation": "process",
+                           "parts": {"sdpa": {"score": 12.0, "max_score": 20.0, "graded": True, "notes": []}},
+                           "held": {"reasons": list(reasons), "parts": ["sdpa"], "withheld": True,
+                                    "released_score": 12.0, "confirmed_score": 0.0, "decision": None}}}
+
+
+def write(path, data):
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_review_releases_a_grade_and_a_rerun_keeps_the_decision(tmp_path, capsys):
+    out = tmp_path / "grades"
+    out.mkdir()
+    write(out / "alice.json", held_results("alice"))
+    write(out / "bob.json", held_results("bob"))
+    assert review.run(SimpleNamespace(grades=out, release=None, confirm=None, note="")) == 0
+    assert "alice: HELD" in capsys.readouterr().out
+
+    assert review.run(SimpleNamespace(grades=out, release="alice", confirm=None, note="prints torch._C")) == 0
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert rows["alice"]["score"] == "12.0" and rows["alice"]["status"] == "graded"
+    assert rows["alice"]["review"].startswith("released after review") and rows["bob"]["status"] == "held"
+
+    # A rerun (--force) writes the held result again: the recorded decision applies to the same hold,
+    # not to a hold with other reasons (a changed submission).
+    write(out / "alice.json", held_results("alice"))
+    write(out / "bob.json", held_results("bob"))
+    review.record(out, "bob", "confirm")
+    write(out / "bob.json", held_results("bob", reasons=("line 40: uses exec, which the grader cannot follow",)))
+    assert review.reapply(out, ["alice", "bob"]) == ["alice"]
+    assert json.loads((out / "alice.json").read_text())["score"] == 12.0
+    assert json.loads((out / "bob.json").read_text())["extra_data"]["status"] == "held"
+
+
+@pytest.mark.parametrize("name, message", [("carol", "no results"), ("dave", "not held")])
+def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
+    write(tmp_path / "dave.json", {**held_results("dave"), "extra_data": {
+        **held_results("dave")["extra_data"], "status": "graded", "held": None}})
+    assert review.run(SimpleNamespace(grades=tmp_path, release=name, confirm=None, note="")) == 2
+    assert message in capsys.readouterr().out
