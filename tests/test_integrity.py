@@ -116,3 +116,64 @@ def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
         **held_results("dave")["extra_data"], "status": "graded", "held": None}})
     assert review.run(SimpleNamespace(grades=tmp_path, release=name, confirm=None, note="")) == 2
     assert message in capsys.readouterr().out
+
+
+def test_the_class_reports_integrity_section_lists_holds_and_decisions():
+    from autograder.classreport import sources, tables
+
+    held = sources.from_results(held_results("alice"), "alice")
+    released = sources.from_results(results.decide(held_results("bob"), "release"), "bob")
+    rows = tables.integrity([held, released]).rows
+    assert ["alice", "held for review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows
+    assert ["bob", "released after review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows
+    assert not held.graded, "a withheld total is not counted in the class's scores"
+
+
+def gradebook_student(name="erin", held=True):
+    from autograder.commands import gradebook
+
+    data = held_results(name)
+    data["extra_data"]["parts"]["sdpa"]["score"] = 20.0
+    data["extra_data"]["held"]["released_score"] = 20.0
+    if not held:
+        data["extra_data"]["held"] = None
+        data["extra_data"]["status"] = "graded"
+    return gradebook.Student(name, in_kernel={"sdpa": 20.0}, results=data)
+
+
+def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
+    from autograder.commands import gradebook
+
+    student = gradebook_student()
+    gradebook.compare(student)
+    assert student.status == "held" and gradebook.parts_to_write("flagged", student) == {"sdpa"}
+    assert "HELD FOR REVIEW: line 9" in gradebook.table([student])
+    row = next(csv.DictReader(gradebook.csv_report([student]).splitlines()))
+    assert row["status"] == "held" and row["review"].startswith("held: line 9")
+    cells = [SimpleNamespace(name="test_sdpa_public_1", max_score=6.0, auto_score=6.0, manual_score=None)]
+    [(score, reason)] = gradebook.cell_scores(cells, student, {"sdpa"}).values()
+    assert score == 0.0 and reason.startswith("Held for review") and "torch._C" in reason
+    assert gradebook.load_results(write_tmp(student.results)) is not None, "a held isolated grade is a grade"
+
+
+def write_tmp(data):
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp()) / "r.json"
+    return write(path, data)
+
+
+def test_accepting_a_notebook_takes_this_commands_scores_out_and_keeps_a_tas_override():
+    """What `gradebook --accept` does to the cells: the scores this command wrote (its ledger) come
+    out, so the in-kernel score stands; a TA's own manual score stays; nothing is written again."""
+    from autograder.commands import gradebook
+
+    student = gradebook_student()
+    student.accepted = True
+    ours = SimpleNamespace(name="test_sdpa_public_1", auto_score=6.0, manual_score=0.0, needs_manual_grade=False)
+    tas = SimpleNamespace(name="test_sdpa_hidden_1", auto_score=14.0, manual_score=10.0, needs_manual_grade=False)
+    ledger = gradebook.apply([ours, tas], {}, {"test_sdpa_public_1": {"score": 0.0, "reason": "held"}}, student)
+    assert ledger == {} and ours.manual_score is None and tas.manual_score == 10.0
+    assert student.status == "accepted" and gradebook.parts_to_write("isolated", student) == set()
+    assert "accepted after review" in gradebook.table([student])
