@@ -180,13 +180,15 @@ def _module_names(tree) -> dict:
 def _finding(node, own: set, modules: set, parents: dict) -> tuple | None:
     """(message, kind) when `node` breaks the rule or needs a person, else None."""
     if isinstance(node, ast.Attribute):
+        if node.attr == "__dict__" and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return None  # an object's own fields (a __repr__ listing them) reach nothing
         if node.attr in NAME_READS | NAME_WRITES and not _called(node, parents):
             return f"passes {node.attr} around as a value (an alias hides what it looks up)", REVIEW
         return _attribute(node.attr, modules.get(_root_name(node)))
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own:
         if library_attention(node.id):
             return f"uses {library_attention(node.id)}, which this assignment forbids", FORBIDDEN
-        if node.id in REACH_NAMES:
+        if node.id in REACH_NAMES and not _own_fields(node, parents):
             return f"uses {node.id}, which the grader cannot follow", REVIEW
         if MODE_SWITCHES.search(node.id):
             return f"uses {node.id}, which switches torch's modes (the grader's monitor)", REVIEW
@@ -276,6 +278,13 @@ def _import(node) -> tuple | None:
             if found and part != "*":
                 return f"imports {'.'.join(parts[:i + 1])}: {found[0]}", REVIEW
     return None
+
+
+def _own_fields(node, parents) -> bool:
+    """`vars(self)`: an object's own fields, as in a __repr__."""
+    call = parents.get(node)
+    return (node.id == "vars" and isinstance(call, ast.Call) and call.func is node and len(call.args) == 1
+            and isinstance(call.args[0], ast.Name) and call.args[0].id == "self")
 
 
 def _called(node, parents) -> bool:

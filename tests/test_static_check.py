@@ -107,6 +107,7 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "import sys\nsys.path.insert(0, '.')\nlogfile = open('notes.txt').read\n",
     "__all__ = ['scaled_dot_product_attention']\ndef scaled_dot_product_attention(q, k, v):\n    return q\n",
     "def f(x):\n    return super().__init__(), x.__class__.__qualname__, type(x).__module__\n",
+    "class A:\n    def __repr__(self):\n        return f'{type(self).__name__}({vars(self)}, {self.__dict__})'\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
     assert scan(snippet) == []
