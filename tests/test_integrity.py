@@ -177,3 +177,36 @@ def test_accepting_a_notebook_takes_this_commands_scores_out_and_keeps_a_tas_ove
     assert ledger == {} and ours.manual_score is None and tas.manual_score == 10.0
     assert student.status == "accepted" and gradebook.parts_to_write("isolated", student) == set()
     assert "accepted after review" in gradebook.table([student])
+
+
+SWAPPED_MONITOR = '''
+
+from torch.overrides import TorchFunctionMode
+
+
+class _PassThrough(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, training=False):
+    torch._C._pop_torch_function_stack()                      # the grader's function mode, gone for good
+    torch._C._push_on_torch_function_stack(_PassThrough())    # an inert one in its place
+    mask = to_additive_mask(attn_mask, q.dtype)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + (0 if mask is None else mask), -1)
+    return weights @ v, weights
+'''
+
+
+def test_a_monitor_swapped_out_at_run_time_holds_the_grade_even_without_the_scan(tmp_path):
+    """The canary on its own: with the static scan left out of the stages, a submission that replaces
+    the worker's function mode by an inert one is held, with the monitor's own reason."""
+    from autograder.context import GradingContext
+
+    path = tmp_path / "swapped.py"
+    path.write_text(REFERENCE.read_text() + SWAPPED_MONITOR)
+    ctx = GradingContext.create(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
+    grade = grading.run(ctx, stages=tuple(s for s in grading.STAGES if s is not grading.static_scan))
+    assert grade.status == grading.HELD and grade.score == 0
+    assert any(MONITOR_SILENT in r for reasons in grade.held.values() for r in reasons), grade.held
+    assert "sdpa" in grade.held
