@@ -87,6 +87,7 @@ NAME_WRITES = {"setattr", "delattr"}
 UTF8 = {"utf-8", "utf8", "utf_8", "utf-8-sig"}
 CODING_LINE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 WRITE_MODES = re.compile(r"[wax+]")
+UNKNOWN_OBJECT = "?"  # what _attribute is told an attrgetter reads from: anything, a module included
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def _module_names(tree) -> dict:
     return names
 
 
-def _finding(node, own: set, modules: set, parents: dict) -> tuple | None:
+def _finding(node, own: set, modules: dict, parents: dict) -> tuple | None:
     """(message, kind) when `node` breaks the rule or needs a person, else None."""
     if isinstance(node, ast.Attribute):
         if node.attr == "__dict__" and isinstance(node.value, ast.Name) and node.value.id == "self":
@@ -237,12 +238,13 @@ def _call(node, modules, parents) -> tuple | None:
         if name in NAME_WRITES and not (target is not None and _root_name(target) in modules):
             return None  # writing an attribute of one's own object reaches nothing
         arg = node.args[position] if len(node.args) > position else None
-        if isinstance(arg, ast.Name) and _checked_against_literals(arg.id, node, parents):
+        if isinstance(arg, ast.Name) and (_checked_against_literals(arg.id, node, parents)
+                                          or _loops_over_literals(arg.id, node, parents)):
             return None
         if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
             return f"calls {name} with a computed name, which the grader cannot follow", REVIEW
-        # attrgetter's object is not known here: a private name is then held like a module's
-        module = modules.get(_root_name(target)) if target is not None else "?"
+        # attrgetter's object is not known here: a private name is then held as a module's would be
+        module = modules.get(_root_name(target)) if target is not None else UNKNOWN_OBJECT
         for part in arg.value.split("."):
             found = _attribute(part, module)
             if found:
@@ -310,12 +312,28 @@ def _checked_against_literals(name: str, node, parents) -> bool:
         if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
                 and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
                 and isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))
-                and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                        and not e.value.startswith("_") and _attribute(e.value, None) is None
-                        for e in test.comparators[0].elts)
+                and all(_public_literal(e) for e in test.comparators[0].elts)
                 and statement.body and isinstance(statement.body[-1], ast.Raise)):
             return True
     return False
+
+
+def _loops_over_literals(name: str, node, parents) -> bool:
+    """`node` is inside `for name in ("q_proj", "k_proj"):` over public literal names, and nothing in
+    the loop binds `name` again."""
+    loop = parents.get(node)
+    while loop is not None and not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                                    and loop.target.id == name):
+        loop = parents.get(loop)
+    return (loop is not None and isinstance(loop.iter, (ast.Tuple, ast.List, ast.Set))
+            and all(_public_literal(e) for e in loop.iter.elts)
+            and not any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                        for statement in loop.body for n in ast.walk(statement)))
+
+
+def _public_literal(node) -> bool:
+    return (isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.startswith("_")
+            and _attribute(node.value, None) is None)
 
 
 def _is_dunder(name: str) -> bool:

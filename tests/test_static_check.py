@@ -83,6 +83,9 @@ def test_library_attention_is_forbidden(snippet, fragment):
     ("import pathlib\npathlib.Path('/tmp/helper.py').write_text('x = 1')\n", "writes a file"),
     ("def f():\n    exec('x = 1')\n", "exec"),
     ("import pickle\n", "pickle"),
+    ("import torch\ndef f():\n    for name in ('nn', '_C'):\n        getattr(torch, name)\n", "computed name"),
+    ("import torch\ndef f():\n    for name in ('nn', 'fft'):\n        name = '_C'\n        getattr(torch, name)\n",
+     "computed name"),
     ("import torch.nn.functional as F\ndef f(a):\n    if a not in ('relu', '_C'):\n        raise ValueError\n"
      "    return getattr(F, a)\n", "computed name"),
     ("import torch.nn.functional as F\ndef f(a):\n    if a not in ('relu', 'gelu'):\n        raise ValueError\n"
@@ -108,6 +111,7 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "__all__ = ['scaled_dot_product_attention']\ndef scaled_dot_product_attention(q, k, v):\n    return q\n",
     "def f(x):\n    return super().__init__(), x.__class__.__qualname__, type(x).__module__\n",
     "class A:\n    def __repr__(self):\n        return f'{type(self).__name__}({vars(self)}, {self.__dict__})'\n",
+    "class A:\n    def reset(self):\n        for name in ('q_proj', 'k_proj'):\n            getattr(self, name).reset()\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
     assert scan(snippet) == []
