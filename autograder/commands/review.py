@@ -16,6 +16,7 @@ from autograder import results
 from autograder import rubric as rubric_file
 
 REVIEWS_FILE = "reviews.json"
+DONE = {"release": "released", "confirm": "confirmed"}
 
 
 def add_parser(subparsers):
@@ -45,7 +46,7 @@ def run(args) -> int:
         print(err)
         return 2
     rewrite_csv(out, rubric_file.load())
-    print(f"{results.printable(name)}: {decision}d after review; score {data['score']:g} / "
+    print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
           f"{data['extra_data'].get('max_score', 0):g}; {out / 'grades.csv'} rewritten")
     return 0
 
@@ -67,7 +68,7 @@ def listing(out: Path) -> str:
     lines = []
     for name, data in entries.items():
         hold = data["extra_data"]["held"]
-        state = {"release": "released", "confirm": "confirmed"}.get(hold.get("decision"), "HELD")
+        state = DONE.get(hold.get("decision"), "HELD")
         lines += [f"{results.printable(name)}: {state}; released {hold['released_score']:g}, "
                   f"confirmed {hold['confirmed_score']:g} (parts at stake: {', '.join(hold['parts'])})",
                   *(f"    {reason}" for reason in hold["reasons"])]
