@@ -210,3 +210,45 @@ def test_a_monitor_swapped_out_at_run_time_holds_the_grade_even_without_the_scan
     assert grade.status == grading.HELD and grade.score == 0
     assert any(MONITOR_SILENT in r for reasons in grade.held.values() for r in reasons), grade.held
     assert "sdpa" in grade.held
+
+
+def test_gradebook_accept_keeps_the_in_kernel_grade_in_nbgrader_in_one_command(tmp_path):
+    """`gradebook --accept STUDENT` on a real nbgrader gradebook: the score `gradebook --write` stored
+    (its ledger) comes out, a TA's override stays, the flag is cleared, and the acceptance is recorded
+    against the notebook's checksum."""
+    from nbgrader.api import Gradebook
+
+    from autograder.commands import gradebook
+
+    course = tmp_path / "course"
+    notebook_file = course / "submitted" / "s1" / "mhsa" / "mhsa.ipynb"
+    notebook_file.parent.mkdir(parents=True)
+    notebook_file.write_text('{"cells": []}')
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(url) as gb:
+        gb.add_assignment("mhsa")
+        gb.add_notebook("mhsa", "mhsa")
+        for cell in ("test_sdpa_public_1", "test_sdpa_hidden_1"):
+            gb.add_grade_cell(cell, "mhsa", "mhsa", max_score=10.0, cell_type="code")
+        gb.add_student("s1")
+        gb.add_submission("mhsa", "s1")
+        ours, tas = (gb.find_grade(c, "mhsa", "mhsa", "s1") for c in ("test_sdpa_public_1", "test_sdpa_hidden_1"))
+        ours.auto_score, ours.manual_score = 10.0, 0.0    # withheld by gradebook --write
+        tas.auto_score, tas.manual_score = 10.0, 7.0      # a TA's override
+        gb.find_submission_notebook("mhsa", "mhsa", "s1").flagged = True
+        gb.db.commit()
+    saved = gradebook.results_path(course, "mhsa", "s1")
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps({**held_results("s1"), "extra_data": {
+        **held_results("s1")["extra_data"], "written_to_gradebook": {"test_sdpa_public_1": {"score": 0.0}}}}))
+
+    args = SimpleNamespace(course=course, assignment="mhsa", accept=["s1"])
+    assert gradebook.run(args) == 0
+    with Gradebook(url) as gb:
+        scores = {g.name: g.score for g in gb.find_submission_notebook("mhsa", "mhsa", "s1").grades}
+        assert scores == {"test_sdpa_public_1": 10.0, "test_sdpa_hidden_1": 7.0}
+        assert not gb.find_submission_notebook("mhsa", "mhsa", "s1").flagged
+    accepted = gradebook.read_accepted(course / gradebook.STORE / "mhsa")
+    assert accepted == {"s1": gradebook.checksum(notebook_file)}
+    assert json.loads(saved.read_text())["extra_data"]["written_to_gradebook"] == {}
