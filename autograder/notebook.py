@@ -308,7 +308,8 @@ def extract(path) -> Extraction:
 
 DEFINITION = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
 MAGIC = re.compile(r"^(?P<indent>\s*)(?P<magic>[%!].*)$")
-ASSIGNED_MAGIC = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*(?P<magic>[%!].*)$")
+ASSIGNED_MAGIC = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)"
+                            r"\s*=\s*(?P<magic>[%!].*)$")
 HELP = re.compile(r"^(?P<indent>\s*)(?P<magic>[A-Za-z_][\w.]*\?{1,2})\s*$")
 PYTHON_CELL_MAGICS = ("time", "timeit", "capture", "prun")
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -203,7 +203,8 @@ def _finding(node, own: set, modules: dict, parents: dict) -> tuple | None:
         return f"defines {node.name}, which intercepts torch's calls", REVIEW
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         if node.value in FORBIDDEN_NAMES and node.value not in own:
-            return f"names {FORBIDDEN_NAMES[node.value]} in a string (getattr?), which this assignment forbids", FORBIDDEN
+            return (f"names {FORBIDDEN_NAMES[node.value]} in a string (getattr?), which this assignment forbids",
+                    FORBIDDEN)
         if node.value.isidentifier() and MODE_SWITCHES.search(node.value):
             return f"names {node.value} in a string, which switches torch's modes", REVIEW
     return None

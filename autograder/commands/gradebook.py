@@ -492,7 +492,8 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
                 print(f"{name}: no {path.name} in {path.parent}; nothing accepted")
                 continue
             student = Student(name, path)
-            student.ledger = apply(submission.grades, {}, previous_ledger(results_path(course, assignment, name)), student)
+            ledger = previous_ledger(results_path(course, assignment, name))
+            student.ledger = apply(submission.grades, {}, ledger, student)
             submission.flagged = False
             accepted[name] = checksum(path)
             done.append(student)
