@@ -147,10 +147,11 @@ def declared_encoding(source: str) -> str | None:
 
 
 def library_attention(name: str) -> str | None:
-    """How the findings name `name` when it is a library attention, else None."""
+    """How the findings name `name` when it is a library attention, else None. The fragments apply to
+    private names only (torch's variants all are): `self.multi_head_attention = ...` is a student's."""
     if name in FORBIDDEN_NAMES:
         return FORBIDDEN_NAMES[name]
-    return f"torch's {name}" if ATTENTION_FRAGMENTS.search(name) else None
+    return f"torch's {name}" if name.startswith("_") and ATTENTION_FRAGMENTS.search(name) else None
 
 
 def _module_names(tree) -> dict:

@@ -111,6 +111,7 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "__all__ = ['scaled_dot_product_attention']\ndef scaled_dot_product_attention(q, k, v):\n    return q\n",
     "def f(x):\n    return super().__init__(), x.__class__.__qualname__, type(x).__module__\n",
     "class A:\n    def __repr__(self):\n        return f'{type(self).__name__}({vars(self)}, {self.__dict__})'\n",
+    "class Block:\n    def __init__(self):\n        self.multi_head_attention = self.flash_attention_like = None\n",
     "class A:\n    def reset(self):\n        for name in ('q_proj', 'k_proj'):\n            getattr(self, name).reset()\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
