@@ -33,6 +33,9 @@ class Backend:
         if self.time_up:
             raise errors.SubmissionTimeout(self.time_up)
         outcome = self._run(call)
+        silent = [f for f in outcome.forbidden if f.startswith(executor.MONITOR_SILENT)]
+        if silent:  # the record cannot be trusted: a person reviews the grade (grading.run_suites)
+            raise errors.ForbiddenApiError(f"while {call.target} ran, {silent[0]}: a person reviews this grade")
         if outcome.forbidden:
             raise errors.ForbiddenApiError(
                 f"{call.target} used {', '.join(outcome.forbidden)}, which this assignment forbids: "

@@ -112,6 +112,9 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
               "to grade the rest (finished grades are kept)")
         return 130
     progress.close()
+    from autograder.commands import review  # a decision taken on a hold survives a rerun (--force)
+
+    review.reapply(out, [s.name for s in todo])
     table = write_csv(out, submissions, rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     return 0
@@ -191,8 +194,9 @@ def summary(table: str, out: Path, total: int, graded_now: int) -> str:
     """The score table (points per part; '-' where a part was not graded), then what happened."""
     rows = list(csv.DictReader(io.StringIO(table)))
     failed = [r["submission"] for r in rows if r["status"] in FAILURES]
+    held = [r["submission"] for r in rows if r["status"] == grading.HELD]
     columns = [c for c in (csv.DictReader(io.StringIO(table)).fieldnames or [])
-               if c not in ("submission", "max_score", "isolation")]
+               if c not in ("submission", "max_score", "isolation", "review")]
     width = max([len("submission"), *(len(r["submission"]) for r in rows)])
     lines = ["  ".join([f"{'submission':<{width}}", *(f"{c:>9}" for c in columns)])]
     for row in rows:
@@ -209,6 +213,8 @@ def summary(table: str, out: Path, total: int, graded_now: int) -> str:
               f"{total - graded_now} kept from before); table: {out / 'grades.csv'}"]
     if failed:
         lines.append(f"no grade (timeout, crash or error) for: {', '.join(failed)}; see their results files")
+    if held:
+        lines.append(f"held for review: {', '.join(held)}; see `python -m autograder review {out}`")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ COMMANDS = {
     "gradescope": "autograder.commands.gradescope",
     "gradebook": "autograder.commands.gradebook",
     "report": "autograder.commands.report",
+    "review": "autograder.commands.review",
 }
 
 

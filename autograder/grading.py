@@ -2,7 +2,7 @@
 and returning the next grade (the way nbgrader composes preprocessors).
 
     load_submission -> static_scan -> start_worker -> run_suites -> score -> diagnose -> grade_knowledge
-    -> grade_timing -> apply_late_penalty
+    -> grade_timing -> apply_late_penalty -> hold_for_review
 
 then autograder/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -23,6 +23,7 @@ from autograder.submission import GradingError
 
 SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
 STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
+HELD = "held"  # graded, but what the grader could not decide waits for a person (`review` command)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Grade(Points):
     source: Path | None = None              # the private copy of the submission being graded
     knowledge_answers: dict | None = None
     forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
+    held: dict = field(default_factory=dict)        # part -> why a person must review it first
+    withheld: bool = False                  # a held grade's total reads 0 until released (the rubric's held_score)
+    confirmed_units: int = 0                # a held grade's total if the reviewer confirms: its held parts 0
     tests: tuple = ()                       # TestResult, scored once the score stage ran
     parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
     rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
@@ -45,12 +49,17 @@ class Grade(Points):
     max_units_if_failed: int = 0            # the maximum a failure result states
 
     @property
-    def units(self) -> int:
+    def earned_units(self) -> int:
+        """The total the tests earned, late penalty included: what a held grade gets once released."""
         return max(0, scoring.total_units(self.parts)[0] + sum(r.units for r in self.adjustments))
 
     @property
+    def units(self) -> int:
+        return 0 if self.status == HELD and self.withheld else self.earned_units
+
+    @property
     def max_units(self) -> int:
-        return scoring.total_units(self.parts)[1] if self.status == "graded" else self.max_units_if_failed
+        return scoring.total_units(self.parts)[1] if self.status in ("graded", HELD) else self.max_units_if_failed
 
 
 def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
@@ -72,17 +81,19 @@ def load_submission(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
-    """Forbidden APIs in the source. A finding in a rubric function zeroes its parts; one at module
-    level or in a helper of the student's own (which any function may call) zeroes every code part.
-    The scan reads the bytes, so a file that is not UTF-8 is a finding, not a silent replacement."""
-    zeroed = {}
+    """The assignment's rule in the source. A finding in a rubric function concerns its parts; one at
+    module level or in a helper of the student's own (which any function may call) every code part.
+    A library attention zeroes those parts; what the grader cannot decide (static_check.REVIEW) holds
+    them for a person. The scan reads the bytes, so a file that is not UTF-8 is a finding, not a
+    silent replacement."""
+    found = {static_check.FORBIDDEN: {}, static_check.REVIEW: {}}
     code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
     cells = _cell_lines(grade.source)
     for finding in static_check.scan(grade.source.read_bytes()):
         parts = (ctx.rubric.part_of(finding.function) if finding.function else []) or code_parts
         for part in parts:
-            zeroed.setdefault(part, []).append(f"{cells.line(finding.line)}: {finding.message}")
-    return replace(grade, forbidden=zeroed)
+            found[finding.kind].setdefault(part, []).append(f"{cells.line(finding.line)}: {finding.message}")
+    return replace(grade, forbidden=found[static_check.FORBIDDEN], held=found[static_check.REVIEW])
 
 
 def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
@@ -97,12 +108,17 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
     tests that finished keep their results, the one in flight and every one not yet run fail with
     the reason, and a note says so."""
+    from autograder.sandbox.executor import MONITOR_SILENT  # imports torch: not before this stage
+
     collector = _Collector(ctx.backend(grade.source), ctx)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
+    held = {part: list(reasons) for part, reasons in grade.held.items()}
     for t in collector.results.values():
-        if t.forbidden and t.forbidden not in zeroed.get(t.part, []):
-            zeroed.setdefault(t.part, []).append(t.forbidden)
+        # a record the monitor could not vouch for is a person's question, not a zero
+        found = held if MONITOR_SILENT in t.forbidden else zeroed
+        if t.forbidden and t.forbidden not in found.get(t.part, []):
+            found.setdefault(t.part, []).append(t.forbidden)
     cells = _cell_lines(grade.source)  # tracebacks name the notebook cell, not the extracted program's line
     tests = tuple(replace(t, summary=cells.tracebacks(t.summary), detail=cells.tracebacks(t.detail))
                   for t in collector.results.values())
@@ -114,7 +130,7 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
         grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
-    return replace(grade, tests=tests, forbidden=zeroed)
+    return replace(grade, tests=tests, forbidden=zeroed, held=held)
 
 
 def _cell_lines(source: Path):
@@ -205,17 +221,40 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
 def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
     """The rubric's late policy ([results] late_penalty_per_day, late_days_max) as one row with
     negative points, so that the rows still add up to the total; part scores stay as earned."""
+    late = _late_share(ctx)
+    if late is None:
+        return grade
+    share, why = late
+    row = Row("late penalty", "late", "failed", -round(scoring.total_units(grade.parts)[0] * share), 0, why)
+    return replace(grade, adjustments=(*grade.adjustments, row))
+
+
+def _late_share(ctx: GradingContext):
+    """(share of the score taken, why) under the rubric's late policy, or None when not late."""
     policy = ctx.rubric.results
     days = math.ceil(ctx.days_late) if ctx.days_late > 0 else 0
     if not days or not (policy.late_penalty_per_day or policy.late_days_max):
-        return grade
-    earned = scoring.total_units(grade.parts)[0]
+        return None
     too_late = policy.late_days_max and days > policy.late_days_max
     share = 1.0 if too_late else min(1.0, policy.late_penalty_per_day * days)
     why = (f"{days} day(s) late, past the {policy.late_days_max}-day limit: the score is 0" if too_late else
            f"{days} day(s) late at {policy.late_penalty_per_day:.0%} a day: {share:.0%} of the score taken")
-    row = Row("late penalty", "late", "failed", -round(earned * share), 0, why)
-    return replace(grade, adjustments=(*grade.adjustments, row))
+    return share, why
+
+
+def hold_for_review(ctx: GradingContext, grade: Grade) -> Grade:
+    """What the grader could not decide (grade.held) holds the whole grade for a person: status
+    "held", the total withheld as 0 until released unless the rubric's [results] held_score says
+    "earned". Both outcomes of the review are computed now, so that `review` only picks one: released,
+    the total as earned; confirmed, the held parts score 0 (as a forbidden API would) and the late
+    penalty applies to the rest."""
+    if not grade.held:
+        return grade
+    kept = sum(p.units for name, p in grade.parts.items() if name not in grade.held)
+    late = _late_share(ctx)
+    confirmed = kept - (round(kept * late[0]) if late else 0)
+    return replace(grade, status=HELD, withheld=ctx.rubric.results.held_score == "withheld",
+                   confirmed_units=max(0, confirmed))
 
 
 def _timed_device(ctx: GradingContext) -> str:
@@ -227,7 +266,7 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
 
 
 STAGES = (load_submission, static_scan, start_worker, run_suites, score, diagnose, grade_knowledge, grade_timing,
-          apply_late_penalty)
+          apply_late_penalty, hold_for_review)
 
 
 def run(ctx: GradingContext, stages=STAGES) -> Grade:

@@ -384,6 +384,10 @@ class CellLines:
 
 DEFINITION = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
 MAGIC = re.compile(r"^(?P<indent>\s*)(?P<magic>[%!].*)$")
+ASSIGNED_MAGIC = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)"
+                            r"\s*=\s*(?P<magic>[%!].*)$")
+HELP = re.compile(r"^(?P<indent>\s*)(?P<magic>[A-Za-z_][\w.]*\?{1,2})\s*$")
+PYTHON_CELL_MAGICS = ("time", "timeit", "capture", "prun")
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -407,14 +411,24 @@ def _cell_label(number: int, meta: dict) -> str:
 
 def _without_magics(source) -> tuple:
     """(cell source as Python, the magic lines removed): each becomes `pass` at its indentation,
-    so that the block around it stays valid."""
-    text = "".join(source) if isinstance(source, list) else source
+    so that the block around it stays valid; `files = !ls` and `t = %timeit -o f()` bind None, as
+    the names must exist for what follows; `obj?` (help) goes too. A cell magic whose body is not
+    Python (%%writefile, %%bash, %%html ...) makes the whole cell go, as the kernel runs none of it;
+    one whose body the kernel runs as Python (%%time, %%timeit, %%capture) keeps its body."""
+    text = "".join(source) if isinstance(source, list) else str(source)
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if first.startswith("%%") and first[2:].split(" ")[0] not in PYTHON_CELL_MAGICS:
+        return "", [first]
     lines, removed = [], []
     for line in text.splitlines():
-        magic = MAGIC.match(line)
+        magic = MAGIC.match(line) or HELP.match(line)
+        assigned = ASSIGNED_MAGIC.match(line)
         if magic:
             removed.append(magic["magic"].strip())
             line = f"{magic['indent']}pass"
+        elif assigned:
+            removed.append(assigned["magic"].strip())
+            line = f"{assigned['indent']}{assigned['target'].strip()} = None"
         lines.append(line)
     return "\n".join(lines), removed
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from autograder import scoring
 from autograder.errors import TEXT_CAP, clean_name
 from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
-from autograder.grading import SEED_NOTE, Grade
+from autograder.grading import HELD, SEED_NOTE, STATUSES, Grade
 from autograder.scoring import UNITS
 
 
@@ -122,7 +122,7 @@ def to_gradescope(grade: Grade, rubric) -> dict:
         "output": _format(summary_text(grade, rubric), rubric.results.output_format == "md"),
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "tests": rows(grade, rubric) if grade.status == "graded" else [],
+        "tests": rows(grade, rubric) if grade.status in ("graded", HELD) else [],
         "extra_data": {
             "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
@@ -136,6 +136,8 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "printed_output": printable(grade.output[-TEXT_CAP:]),
         },
     }
+    if grade.status == HELD:
+        data["extra_data"]["held"] = held_record(grade)
     if rubric.results.output_format == "md":
         data["output_format"] = data["test_output_format"] = "md"
     return data
@@ -161,8 +163,10 @@ def summary_text(grade: Grade, rubric) -> str:
     """The top-level text of results.json: the score, each part, instructor notes, or why no grade.
     While hidden rows are not visible, the parts (which reveal them) are left to their rows."""
     head = f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"
-    if grade.status != "graded":
+    if grade.status not in ("graded", HELD):
         return f"{head}\n{printable(grade.message)}"
+    if grade.status == HELD:
+        head = "\n".join([head, *held_lines(grade)])
     if rubric.results.hidden_visibility != "visible":
         public = [t for t in grade.tests if t.suite == "public"]
         return (f"{head}\nPublic tests passed: {sum(t.passed for t in public)} of {len(public)}. "
@@ -177,8 +181,10 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     """The terminal view: parts, then each failed test with its student-facing message."""
     lines = [f"{clean_name(grade.submission)}: {grade.score:g} / {grade.max_score:g} points "
              f"(suites: {', '.join(grade.suites)}; isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
-    if grade.status != "graded":
+    if grade.status not in ("graded", HELD):
         return "\n".join([*lines, printable(grade.message)])
+    if grade.status == HELD:
+        lines += ["", *held_lines(grade)]
     lines += ["", f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
     lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
     lines += [f"  Note: {printable(n)}" for n in grade.notes]
@@ -190,7 +196,7 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
 
 
 def csv_header(rubric) -> list:
-    return ["submission", "score", "max_score", *rubric.parts, "isolation", "status"]
+    return ["submission", "score", "max_score", *rubric.parts, "isolation", "status", "review"]
 
 
 def csv_row(name: str, data: dict, rubric) -> list:
@@ -199,7 +205,65 @@ def csv_row(name: str, data: dict, rubric) -> list:
     scores = extra.get("parts", {})
     return [clean_name(name), data["score"], extra.get("max_score", ""),
             *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
-            extra.get("isolation", ""), extra.get("status", "graded")]
+            extra.get("isolation", ""), extra.get("status", "graded"), review_cell(data)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Grades held for review (grading.hold_for_review) and the reviewer's decision (`review` command)
+# ------------------------------------------------------------------------------------------------
+
+REVIEW_DECISIONS = ("release", "confirm")
+
+
+def held_record(grade: Grade) -> dict:
+    """extra_data["held"]: why, which parts, and the total each review decision gives."""
+    return {"reasons": sorted({printable(r) for reasons in grade.held.values() for r in reasons}),
+            "parts": list(grade.held), "withheld": grade.withheld,
+            "released_score": points(grade.earned_units), "confirmed_score": points(grade.confirmed_units),
+            "decision": None}
+
+
+def held_lines(grade: Grade) -> list:
+    """What the student (and every instructor view) reads about a held grade."""
+    shown = ("The score above is withheld (0) until then; the tests below ran as usual." if grade.withheld else
+             "The score above is what the tests earned; it may change after the review.")
+    return ["HELD FOR REVIEW: the grader could not decide part of this submission on its own, so a person "
+            "looks at it before the grade counts.", shown, "Why:",
+            *(f"  - {reason}" for reason in held_record(grade)["reasons"])]
+
+
+def review_cell(data: dict) -> str:
+    """grades.csv's review column: empty, or the hold (and the decision taken on it) with its reasons."""
+    held = data["extra_data"].get("held")
+    if not held:
+        return ""
+    state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.get("decision"),
+                                                                                         "held for review")
+    return f"{state}: " + "; ".join(held.get("reasons", []))
+
+
+def decide(data: dict, decision: str, note: str = "") -> dict:
+    """A held results.json with a reviewer's decision: "release" gives the total as earned,
+    "confirm" the total with the held parts at 0; the status becomes "graded", the hold and the
+    decision stay on record. A decided grade can be decided again (the held state is kept in the
+    record). Pure: a new dict out."""
+    if decision not in REVIEW_DECISIONS:
+        raise ValueError(f"a review decision is one of {', '.join(REVIEW_DECISIONS)}, not {decision!r}")
+    held = data["extra_data"].get("held")
+    if not held:
+        raise ValueError("this grade is not held for review")
+    earned_parts = held.get("earned_parts", data["extra_data"].get("parts", {}))
+    held_output = held.get("held_output", data.get("output", ""))
+    score = held["released_score"] if decision == "release" else held["confirmed_score"]
+    verdict = ("Reviewed: the grade is released as the tests earned it." if decision == "release" else
+               "Reviewed: the hold is confirmed; the parts it concerns (" + ", ".join(held["parts"]) + ") score 0.")
+    parts = earned_parts if decision == "release" else {
+        name: {**part, "score": 0.0} if name in held["parts"] else part for name, part in earned_parts.items()}
+    record = {**held, "decision": decision, "note": printable(note), "earned_parts": earned_parts,
+              "held_output": held_output}
+    output = "\n".join(filter(None, [held_output, verdict, f"Reviewer's note: {printable(note)}" if note else ""]))
+    return {**data, "score": score, "output": output,
+            "extra_data": {**data["extra_data"], "status": "graded", "held": record, "parts": parts}}
 
 
 # A cell a spreadsheet would read as a formula (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)) is
@@ -240,7 +304,7 @@ def load(path: Path) -> dict | None:
         return None
     ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
           and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
-          and data["extra_data"].get("status") in ("graded", "error", "timeout", "crashed"))
+          and data["extra_data"].get("status") in (*STATUSES, HELD))
     return data if ok else None
 
 

@@ -9,6 +9,7 @@ PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's
 OUTPUT_FORMATS = ("text", "md")
+HELD_SCORES = ("withheld", "earned")  # a held grade's total until a person reviews it: 0, or as earned
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Results:
     output_format: str = "text"
     late_penalty_per_day: float = 0.0   # share of the score taken per day (or part of one) late
     late_days_max: int = 0              # later than this many days scores 0; 0: no limit
+    held_score: str = "withheld"        # a grade held for review: "withheld" (0 until released) or "earned"
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,13 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
 def _results(table: dict, path) -> Results:
     shown = Results(str(table.get("hidden_visibility", "visible")), bool(table.get("part_rows", True)),
                     str(table.get("output_format", "text")), float(table.get("late_penalty_per_day", 0.0)),
-                    int(table.get("late_days_max", 0)))
+                    int(table.get("late_days_max", 0)), str(table.get("held_score", "withheld")))
     if shown.hidden_visibility not in VISIBILITIES:
         raise ValueError(f"{path}: [results] hidden_visibility must be one of {', '.join(VISIBILITIES)}")
     if shown.output_format not in OUTPUT_FORMATS:
         raise ValueError(f"{path}: [results] output_format must be one of {', '.join(OUTPUT_FORMATS)}")
+    if shown.held_score not in HELD_SCORES:
+        raise ValueError(f"{path}: [results] held_score must be one of {', '.join(HELD_SCORES)}")
     if not 0 <= shown.late_penalty_per_day <= 1:
         raise ValueError(f"{path}: [results] late_penalty_per_day is a share of the score, from 0 to 1")
     return shown

@@ -1,20 +1,27 @@
-"""Forbidden APIs and evasions found by reading the source (never running it), mapped to rubric parts.
+"""The assignment's rule, read from the source (never run): no library attention. Mapped to rubric parts.
 
-This scan decides: the worker's record of forbidden operators at run time
-(executor.ForbiddenApiMonitor) runs in the same process as student code, so it can only add findings.
-The scan therefore reads the source exactly as Python will run it and refuses whatever it cannot
-follow:
-  - the text must be UTF-8, and a coding line naming another encoding is refused (`# coding: utf-7`
-    would let Python run lines the scan reads as comments; the worker compiles the UTF-8 text, so a
-    coding line has no effect there either);
-  - only the modules in ALLOWED_IMPORTS may be imported (what the handout's functions need), and of
-    torch no private or internal module (torch._C, torch.ops, torch.overrides ...);
-  - no dynamic reach into modules or the interpreter: dunder and frame attributes, `__builtins__`,
-    `vars`/`globals`/`locals`, getattr-like calls with a private name or a computed one, and a
-    module used as a plain value (`m = torch`), which would hide which module a later getattr
-    reads. One computed name is followed: a parameter the function checks against a list of
-    literal names before anything else can change it (`if activation not in ("relu", "gelu"):
-    raise ...` then `getattr(F, activation)`), a style valid solutions use.
+The scan is a grading rule, not a security boundary (the operating system contains what a submission
+does: autograder/sandbox/confine.py). It gives two kinds of finding:
+
+  - "forbidden": a plain use of a library attention (F.scaled_dot_product_attention,
+    nn.MultiheadAttention, F.multi_head_attention_forward, torch._native_multi_head_attention, every
+    aten sdpa variant ...). It zeroes the part that uses it, with the reason.
+  - "review": something the grader cannot decide, so a person must: dynamic reach into private or
+    dispatch internals (torch._C, torch.ops, torch.library/hub/package, the switches that turn
+    torch's function and dispatch modes off, ctypes, importlib, pickle, sys.modules, frames,
+    __dict__/__globals__/__subclasses__), an attribute name computed at run time (getattr,
+    operator.attrgetter, an alias of either), code built at run time (exec, eval, compile, a file
+    written and then imported), a coding line or bytes that are not UTF-8, and a file the scan cannot
+    read to the end. Such a grade is held for review (grading.hold_for_review), never silently zeroed
+    and never silently full.
+
+Imports are not a rule: any module may be imported, and none costs points by itself; only the
+modules whose purpose is dynamic reach (ctypes, importlib, pickle ...) hold a grade. The scan fails
+closed: an exception inside it is a "review" finding, never "no findings".
+
+What honest code does stays clean: a computed getattr checked against literal names first, a module
+bound to another name (`m = torch.nn.functional`: followed, not refused), `self.__class__.__name__`,
+`if __name__ == "__main__":`, `from __future__ import annotations`, extra imports of any kind.
 """
 import ast
 import io
@@ -22,6 +29,10 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+FORBIDDEN = "forbidden"  # zeroes the part
+REVIEW = "review"        # holds the grade for a person
+
+# Public library attentions by name; every private variant is matched by ATTENTION_FRAGMENTS.
 FORBIDDEN_NAMES = {
     "MultiheadAttention": "nn.MultiheadAttention",
     "multi_head_attention_forward": "F.multi_head_attention_forward",
@@ -29,25 +40,54 @@ FORBIDDEN_NAMES = {
     "Transformer": "nn.Transformer", "TransformerEncoder": "nn.TransformerEncoder",
     "TransformerEncoderLayer": "nn.TransformerEncoderLayer", "TransformerDecoder": "nn.TransformerDecoder",
     "TransformerDecoderLayer": "nn.TransformerDecoderLayer",
-    "_native_multi_head_attention": "torch._native_multi_head_attention",
 }
-# Every module a submission may import (its submodules too, except private or internal ones).
-ALLOWED_IMPORTS = {"torch", "math", "typing", "typing_extensions", "functools", "itertools", "collections",
-                   "dataclasses", "numbers", "warnings", "__future__", "enum", "abc", "operator", "copy",
-                   "numpy", "einops"}
-# Attribute chains that only serve to reach torch internals or the grader.
-EVASIONS = {"ops": "torch.ops", "_C": "torch._C", "overrides": "torch.overrides",
-            "_python_dispatch": "torch.utils._python_dispatch"}
-EVASION_NAMES = {"__import__", "importlib", "ctypes", "exec", "eval", "compile", "subprocess", "gc",
-                 "inspect", "builtins", "__builtins__", "__loader__", "__spec__", "vars", "globals",
-                 "locals", "breakpoint", "sys"}
-# Dunder attributes a solution uses; every other one (__dict__, __globals__, __subclasses__ ...) is refused.
-ALLOWED_DUNDERS = {"__init__", "__name__"}
+# torch._native_multi_head_attention, torch._transformer_encoder_layer_fwd, torch._triton_*, and the
+# aten sdpa kernels: _scaled_dot_product_attention_math, _scaled_dot_product_flash_attention(_for_cpu),
+# _scaled_dot_product_efficient_attention, _scaled_dot_product_cudnn_attention,
+# _scaled_dot_product_fused_attention_overrideable, _efficient_attention_forward,
+# _flash_attention_forward, _fused_sdp_choice ...
+ATTENTION_FRAGMENTS = re.compile(r"scaled_dot_product|scaled_dot_attention|multi_head_attention|flash_attention"
+                                 r"|efficient_attention|cudnn_attention|fused_attention|_transformer_encoder_layer"
+                                 r"|fused_sdp")
+
+# Attribute names that only serve to reach torch's internals or the interpreter's, on any object.
+INTERNALS = {"_C": "torch._C", "ops": "torch.ops", "_ops": "torch._ops", "aten": "torch.ops.aten",
+             "overrides": "torch.overrides", "_python_dispatch": "torch.utils._python_dispatch",
+             "ctypes": "ctypes", "ctypeslib": "numpy.ctypeslib", "_getframe": "sys._getframe",
+             "library": "torch.library", "hub": "torch.hub", "package": "torch.package",
+             "_dynamo": "torch._dynamo", "_decomp": "torch._decomp", "_refs": "torch._refs",
+             "_prims": "torch._prims"}
+# ... and of these modules only (`sys.modules`; `self.modules()` and `torch.stack` are ordinary).
+MODULE_INTERNALS = {"sys": {"modules", "meta_path", "path_hooks", "settrace", "setprofile"},
+                    "inspect": {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getattr_static",
+                                "getmembers", "getmembers_static"}}
+# What switches torch's function and dispatch modes off, or installs one: the run-time monitor is a
+# pair of such modes (DisableTorchFunction, _DisableTorchDispatch, _disable_current_modes, _pop_mode ...).
+MODE_SWITCHES = re.compile(r"Disable|_disable_current_modes|_pop_mode|_push_mode|_set_torch_function_mode"
+                           r"|torch_function|torch_dispatch|TorchFunction|TorchDispatch|DispatchKey|DispatchMode"
+                           r"|_AutoDispatch|python_dispatch|_mode_stack")
+# Modules whose purpose is dynamic reach into the interpreter or running code of another origin.
+REACH_MODULES = {"ctypes", "_ctypes", "cffi", "importlib", "imp", "_imp", "zipimport", "marshal", "pickle",
+                 "_pickle", "dill", "cloudpickle", "runpy", "code", "codeop", "builtins", "__main__", "gc",
+                 "executor", "worker_main"}
+# Built-in names that run code or reach namespaces by name.
+REACH_NAMES = {"__import__", "exec", "eval", "compile", "__builtins__", "__loader__", "__spec__", "vars", "globals",
+               "locals", "breakpoint"}
+# Dunder attributes that reach namespaces, code or the class graph; every other dunder
+# (`self.__class__.__name__`, `super().__init__`) is ordinary.
+REACH_DUNDERS = {"__dict__", "__globals__", "__subclasses__", "__builtins__", "__code__", "__closure__",
+                 "__mro__", "__bases__", "__base__", "__getattribute__", "__import__", "__loader__", "__spec__",
+                 "__self__", "__func__", "__wrapped__", "__reduce__", "__reduce_ex__", "__defaults__",
+                 "__kwdefaults__", "__traceback__", "__torch_function__", "__torch_dispatch__", "__objclass__"}
 FRAME_ATTRIBUTES = {"tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame",
                     "cr_frame", "ag_frame", "gi_code", "co_code", "func_globals"}
-NAME_LOOKUPS = {"getattr", "setattr", "delattr", "hasattr"}
+# Calls that read an attribute by a name given as a string (setattr and delattr write: only on a module).
+NAME_READS = {"getattr", "hasattr", "attrgetter", "methodcaller"}
+NAME_WRITES = {"setattr", "delattr"}
 UTF8 = {"utf-8", "utf8", "utf_8", "utf-8-sig"}
 CODING_LINE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+WRITE_MODES = re.compile(r"[wax+]")
+UNKNOWN_OBJECT = "?"  # what _attribute is told an attrgetter reads from: anything, a module included
 
 
 @dataclass(frozen=True)
@@ -55,35 +95,45 @@ class Finding:
     line: int
     function: str | None  # the top-level function or class it sits in; None at module level
     message: str
+    kind: str = FORBIDDEN  # FORBIDDEN zeroes the part; REVIEW holds the grade for a person
 
 
 def scan(source: str | bytes) -> list:
-    """Findings for `source` (its bytes, or its text read as UTF-8); an unparsable file yields none
-    (the import reports the error)."""
+    """Findings for `source` (its bytes, or its text read as UTF-8). Fails closed: whatever stops the
+    scan before the end of the file is a REVIEW finding. A file Python itself cannot parse yields none
+    (the worker's import fails with the error, which the student reads)."""
+    try:
+        return _scan(source)
+    except Exception as err:  # noqa: BLE001 - RecursionError, MemoryError or a bug: never "no findings"
+        return [Finding(1, None, f"could not be read to the end by the grader's scan ({type(err).__name__}); "
+                                 "a person reviews this submission", REVIEW)]
+
+
+def _scan(source) -> list:
     if isinstance(source, bytes):
         try:
             source = source.decode("utf-8")
         except UnicodeDecodeError as err:
             return [Finding(1, None, f"is not UTF-8 text ({err.reason} at byte {err.start}); "
-                                     "save mhsa.py as UTF-8")]
+                                     "save mhsa.py as UTF-8", REVIEW)]
     coding = declared_encoding(source)
     if coding is not None and coding.lower().replace("_", "-") not in UTF8:
         return [Finding(1, None, f"declares the encoding {coding!r}; only UTF-8 is accepted: "
-                                 "remove the coding line and save mhsa.py as UTF-8")]
+                                 "remove the coding line and save mhsa.py as UTF-8", REVIEW)]
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError):  # Python cannot compile it either
         return []
     own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
-    modules = _module_aliases(tree)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    modules = _module_names(tree)
     findings = []
     for top in tree.body:
         owner = top.name if isinstance(top, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else None
         for node in ast.walk(top):
-            message = _forbidden(node, own, modules, parents)
-            if message:
-                findings.append(Finding(getattr(node, "lineno", top.lineno), owner, message))
+            found = _finding(node, own, modules, parents)
+            if found:
+                findings.append(Finding(getattr(node, "lineno", top.lineno), owner, *found))
     return findings
 
 
@@ -96,60 +146,154 @@ def declared_encoding(source: str) -> str | None:
         return next(CODING_LINE.match(line).group(1) for line in source.splitlines()[:2] if CODING_LINE.match(line))
 
 
-def _module_aliases(tree) -> set:
-    """Names bound to modules by imports (`import torch.nn as nn`, `from torch import nn`)."""
-    names = set()
+def library_attention(name: str) -> str | None:
+    """How the findings name `name` when it is a library attention, else None. The fragments apply to
+    private names only (torch's variants all are): `self.multi_head_attention = ...` is a student's."""
+    if name in FORBIDDEN_NAMES:
+        return FORBIDDEN_NAMES[name]
+    return f"torch's {name}" if name.startswith("_") and ATTENTION_FRAGMENTS.search(name) else None
+
+
+def _module_names(tree) -> dict:
+    """Names bound to modules -> the module's dotted name: by imports (`import torch.nn as nn`,
+    `from torch import nn`), and by assignments from them (`m = torch.nn.functional`), followed to a
+    fixed point, so that a module reached through another name is read as if written plainly."""
+    names = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {a.asname or a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names |= {a.asname or a.name for a in node.names
+            names |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                      for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
                       if a.name[:1].islower() and a.name not in ("inf", "nan", "pi", "e", "tau")}
+    assignments = [(t.id, n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                   for t in n.targets if isinstance(t, ast.Name)]
+    growing = True
+    while growing:
+        before = len(names)
+        for target, value in assignments:
+            root = _root_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+            if root in names and target not in names:
+                names[target] = names[root] + ast.unparse(value).removeprefix(root)
+        growing = len(names) > before
     return names
 
 
-def _forbidden(node, own: set, modules: set, parents: dict) -> str | None:
-    """Why `node` is not allowed, or None; `own` holds the submission's own top-level names."""
+def _finding(node, own: set, modules: dict, parents: dict) -> tuple | None:
+    """(message, kind) when `node` breaks the rule or needs a person, else None."""
     if isinstance(node, ast.Attribute):
-        if node.attr in FORBIDDEN_NAMES:
-            return f"uses {FORBIDDEN_NAMES[node.attr]}, which this assignment forbids"
-        if node.attr in EVASIONS and _root_name(node) in modules:
-            return f"reaches into {EVASIONS[node.attr]}, which this assignment does not allow"
-        if node.attr == "modules" and _root_name(node) == "sys":
-            return "reaches into sys.modules, which this assignment does not allow"
-        if _is_dunder(node.attr) and node.attr not in ALLOWED_DUNDERS:
-            return f"uses the attribute {node.attr}, which this assignment does not allow"
-        if node.attr in FRAME_ATTRIBUTES:
-            return f"reaches into interpreter frames ({node.attr}), which this assignment does not allow"
-        if node.attr.startswith("_") and _root_name(node) in modules:
-            return f"uses a private module attribute ({node.attr}), which this assignment does not allow"
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        if node.id in FORBIDDEN_NAMES and node.id not in own:
-            return f"uses {FORBIDDEN_NAMES[node.id]}, which this assignment forbids"
-        if node.id in EVASION_NAMES and node.id not in own:
-            return f"uses {node.id}, which this assignment does not allow"
-        if node.id in modules and not isinstance(parents.get(node), ast.Attribute) and not _lookup_target(node, parents):
-            return f"uses the module {node.id} as a value, which this assignment does not allow"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAME_LOOKUPS:
-        name = node.args[1] if len(node.args) > 1 else None
-        if isinstance(name, ast.Name) and _checked_against_literals(name.id, node, parents):
-            return None
-        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-            return f"calls {node.func.id} with a computed name, which this assignment does not allow"
-        if name.value.startswith("_") and name.value not in ALLOWED_DUNDERS:
-            return f"calls {node.func.id} with the private name {name.value!r}, which this assignment does not allow"
+        if node.attr == "__dict__" and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return None  # an object's own fields (a __repr__ listing them) reach nothing
+        if node.attr in NAME_READS | NAME_WRITES and not _called(node, parents):
+            return f"passes {node.attr} around as a value (an alias hides what it looks up)", REVIEW
+        return _attribute(node.attr, modules.get(_root_name(node)))
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own:
+        if library_attention(node.id):
+            return f"uses {library_attention(node.id)}, which this assignment forbids", FORBIDDEN
+        if node.id in REACH_NAMES and not _own_fields(node, parents):
+            return f"uses {node.id}, which the grader cannot follow", REVIEW
+        if MODE_SWITCHES.search(node.id):
+            return f"uses {node.id}, which switches torch's modes (the grader's monitor)", REVIEW
+        if node.id in NAME_READS | NAME_WRITES and not _called(node, parents):
+            return f"passes {node.id} around as a value (an alias hides what it looks up)", REVIEW
+    if isinstance(node, ast.Call):
+        return _call(node, modules, parents)
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return _import_finding(node)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in FORBIDDEN_NAMES:
-        return f"names {FORBIDDEN_NAMES[node.value]} in a string (getattr?), which this assignment forbids"
+        return _import(node)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in REACH_DUNDERS:
+        return f"defines {node.name}, which intercepts torch's calls", REVIEW
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if node.value in FORBIDDEN_NAMES and node.value not in own:
+            return (f"names {FORBIDDEN_NAMES[node.value]} in a string (getattr?), which this assignment forbids",
+                    FORBIDDEN)
+        if node.value.isidentifier() and MODE_SWITCHES.search(node.value):
+            return f"names {node.value} in a string, which switches torch's modes", REVIEW
     return None
 
 
-def _lookup_target(node, parents) -> bool:
-    """`node` is the object of getattr(node, ...)."""
+def _attribute(name: str, module: str | None) -> tuple | None:
+    """The rule for reading attribute `name` (written plainly or as a literal getattr name) of the
+    module `module` (a dotted name), or of an object that is not known to be a module (None)."""
+    label = library_attention(name)
+    if label:
+        return f"uses {label}, which this assignment forbids", FORBIDDEN
+    if name in INTERNALS:
+        return f"reaches into {INTERNALS[name]}, which the grader cannot follow", REVIEW
+    top = module.split(".")[0] if module else None
+    if name in MODULE_INTERNALS.get(top, ()):
+        return f"reaches into {top}.{name}, which the grader cannot follow", REVIEW
+    if MODE_SWITCHES.search(name):
+        return f"uses {name}, which switches torch's modes (the grader's monitor)", REVIEW
+    if name in REACH_DUNDERS or name in FRAME_ATTRIBUTES:
+        return f"uses the attribute {name}, which reaches into the interpreter", REVIEW
+    if module and name.startswith("_") and not _is_dunder(name):
+        return f"uses a private module attribute ({name})", REVIEW
+    return None
+
+
+def _call(node, modules, parents) -> tuple | None:
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if name in NAME_READS | NAME_WRITES:
+        position = 1 if name in ("getattr", "hasattr", "setattr", "delattr") else 0
+        target = node.args[0] if node.args and position == 1 else None
+        if name in NAME_WRITES and not (target is not None and _root_name(target) in modules):
+            return None  # writing an attribute of one's own object reaches nothing
+        arg = node.args[position] if len(node.args) > position else None
+        if isinstance(arg, ast.Name) and (_checked_against_literals(arg.id, node, parents)
+                                          or _loops_over_literals(arg.id, node, parents)):
+            return None
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            return f"calls {name} with a computed name, which the grader cannot follow", REVIEW
+        # attrgetter's object is not known here: a private name is then held as a module's would be
+        module = modules.get(_root_name(target)) if target is not None else UNKNOWN_OBJECT
+        for part in arg.value.split("."):
+            found = _attribute(part, module)
+            if found:
+                return found
+            module = None
+    if name == "open" and isinstance(func, ast.Name):
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                                     and not WRITE_MODES.search(mode.value)):
+            return "writes a file at run time (code written and then imported escapes the grader's scan)", REVIEW
+    if name in ("write_text", "write_bytes") and isinstance(func, ast.Attribute):
+        return "writes a file at run time (code written and then imported escapes the grader's scan)", REVIEW
+    return None
+
+
+def _import(node) -> tuple | None:
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return "uses a relative import, which the grader cannot follow", REVIEW
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+        [f"{node.module}.{a.name}" for a in node.names]
+    renamed = [a.name for a in node.names if a.asname and a.name in NAME_READS | NAME_WRITES]
+    if renamed:
+        return f"imports {renamed[0]} under another name (an alias hides what it looks up)", REVIEW
+    for name in names:
+        parts = name.split(".")
+        label = next(filter(None, map(library_attention, parts)), None)
+        if label:
+            return f"imports {label}, which this assignment forbids", FORBIDDEN
+        if parts[0] in REACH_MODULES:
+            return f"imports {parts[0]}, which reaches into the interpreter", REVIEW
+        for i, part in enumerate(parts[1:], 1):
+            found = _attribute(part, ".".join(parts[:i]))
+            if found and part != "*":
+                return f"imports {'.'.join(parts[:i + 1])}: {found[0]}", REVIEW
+    return None
+
+
+def _own_fields(node, parents) -> bool:
+    """`vars(self)`: an object's own fields, as in a __repr__."""
     call = parents.get(node)
-    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in NAME_LOOKUPS
-            and bool(call.args) and call.args[0] is node)
+    return (node.id == "vars" and isinstance(call, ast.Call) and call.func is node and len(call.args) == 1
+            and isinstance(call.args[0], ast.Name) and call.args[0].id == "self")
+
+
+def _called(node, parents) -> bool:
+    call = parents.get(node)
+    return isinstance(call, ast.Call) and call.func is node
 
 
 def _checked_against_literals(name: str, node, parents) -> bool:
@@ -170,28 +314,28 @@ def _checked_against_literals(name: str, node, parents) -> bool:
         if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
                 and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
                 and isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))
-                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) and not e.value.startswith("_")
-                        and e.value not in FORBIDDEN_NAMES for e in test.comparators[0].elts)
+                and all(_public_literal(e) for e in test.comparators[0].elts)
                 and statement.body and isinstance(statement.body[-1], ast.Raise)):
             return True
     return False
 
 
-def _import_finding(node) -> str | None:
-    if isinstance(node, ast.ImportFrom) and node.level:
-        return "uses a relative import, which this assignment does not allow"
-    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-        [f"{node.module}.{a.name}" for a in node.names]
-    for name in names:
-        parts = name.split(".")
-        if parts[-1] in FORBIDDEN_NAMES:
-            return f"imports {FORBIDDEN_NAMES[parts[-1]]}, which this assignment forbids"
-        if parts[0] not in ALLOWED_IMPORTS:
-            return (f"imports {parts[0]}, which this assignment does not allow "
-                    f"(allowed: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
-        if any(p in EVASIONS or (p.startswith("_") and p != "*") for p in parts[1:]):
-            return f"imports {name}, which this assignment does not allow"
-    return None
+def _loops_over_literals(name: str, node, parents) -> bool:
+    """`node` is inside `for name in ("q_proj", "k_proj"):` over public literal names, and nothing in
+    the loop binds `name` again."""
+    loop = parents.get(node)
+    while loop is not None and not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                                    and loop.target.id == name):
+        loop = parents.get(loop)
+    return (loop is not None and isinstance(loop.iter, (ast.Tuple, ast.List, ast.Set))
+            and all(_public_literal(e) for e in loop.iter.elts)
+            and not any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                        for statement in loop.body for n in ast.walk(statement)))
+
+
+def _public_literal(node) -> bool:
+    return (isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.startswith("_")
+            and _attribute(node.value, None) is None)
 
 
 def _is_dunder(name: str) -> bool:
@@ -199,6 +343,6 @@ def _is_dunder(name: str) -> bool:
 
 
 def _root_name(node):
-    while isinstance(node, ast.Attribute):
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None

@@ -20,10 +20,11 @@ NOT_GRADED_HERE = {
 
 
 def report(grade, rubric) -> str:
-    if grade.status != "graded":
+    if grade.status not in ("graded", "held"):
         return f"{results.clean_name(grade.submission)}: not checked\n{results.printable(grade.message)}"
     lines = [f"{results.clean_name(grade.submission)}: {grade.score:.2f} / {grade.max_score:.2f} points from the public tests "
              f"(isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
+    lines += results.held_lines(grade) if grade.status == "held" else []
     lines += [results.printable(note) for note in grade.notes]
     lines += ["", f"  {'part':<10} {'score':>15}  {'tests passed':>12}"]
     for name, part in rubric.parts.items():

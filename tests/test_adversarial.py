@@ -86,7 +86,8 @@ def feedback(grade) -> str:
     """Everything a student reads about the grade."""
     texts = [results.test_output(t, FAST) for t in grade.tests if not t.passed]
     texts += [note for p in grade.parts.values() for note in p.notes] + [grade.output, *grade.notes]
-    return "\n".join(texts)
+    held = results.held_lines(grade) if grade.status == grading.HELD else []
+    return "\n".join([*held, *texts])
 
 
 def grade_case(case, level, folder, hidden, rubric=FAST):
@@ -106,20 +107,21 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene):
     losing = set(grade.parts) if case.loses == "all" else set(case.loses)
     assert set(grade.parts) >= losing
     text = feedback(grade)
-    if case.refused:  # the static scan zeroes every code part; the tests show the run-time defences
-        assert case.refused.lower() in text.lower(), text[:3000]
-        assert all(part.score == 0 for name, part in grade.parts.items() if RUBRIC.parts[name].functions)
+    if case.held:  # a person decides: the total is withheld; the tests show the run-time defences
+        assert grade.status == grading.HELD and grade.score == 0, grade.status
+        assert any(case.held.lower() in r.lower() for reasons in grade.held.values() for r in reasons), grade.held
         tested = {t.part for t in grade.tests}
         failing = {t.part for t in grade.tests if not t.passed}
         assert failing == losing & tested, f"tests failed in {failing}, expected {losing & tested}:\n{text[:3000]}"
     else:
+        assert grade.status == "graded", grade.held
         for name, part in grade.parts.items():
             if name in losing:
                 assert part.score < part.max_score, f"{name} kept full credit"
             else:
                 assert part.score == part.max_score, f"{name} lost points it should keep:\n{text[:3000]}"
     if case.base == "stubs":
-        assert grade.score == 0, "a cheat on the stubs gained points"
+        assert grade.score == 0 and grade.earned_units == 0, "a cheat on the stubs gained points"
     assert case.message.lower() in text.lower(), text[:3000]
     assert not errors.CONTROL.search(text), "a control character reached the student's feedback"
 
@@ -148,7 +150,25 @@ def test_the_corpus_covers_the_brief():
                      "thread_attention", "utf7_hidden_import", "builtins_lookup", "computed_private",
                      "interpreter_modules", "huge_message", "replace_describe", "large_output", "malformed_reply",
                      "stop_reading", "fill_disk", "dir_fd_read", "other_checkout", "network", "memory_bomb_forward",
-                     "value_error_stubs"}
+                     "value_error_stubs",
+                     # every route around the scan and the monitor that issue 23 found
+                     "deep_chain", "attrgetter_internals", "disable_torch_function", "disable_torch_dispatch",
+                     "getattr_alias", "module_alias", "numpy_ctypes", "open_written_module",
+                     "torch_hub_package_library"}
+
+
+# The forbidden-attention routes: each must end with a finding that zeroes a part or a hold.
+ATTENTION_ROUTES = ("deep_chain", "attrgetter_internals", "disable_torch_function", "disable_torch_dispatch",
+                    "getattr_alias", "module_alias", "open_written_module", "forbidden_getattr",
+                    "forbidden_torch_ops", "computed_private", "builtins_lookup", "thread_attention",
+                    "utf7_hidden_import", "disable_monitor", "interpreter_modules")
+
+
+def test_no_route_to_a_library_attention_ends_without_a_finding_or_a_hold():
+    """The manifest's verdicts (which the graded test above enforces) for every route to a library
+    attention: held for a person, or a part that loses points."""
+    for case in (c for c in CASES if c.name in ATTENTION_ROUTES):
+        assert case.held or case.loses, f"{case.name} could keep full marks unseen"
 
 
 @pytest.mark.parametrize("target", [REFERENCE, Path("/dev/zero")], ids=["reference", "dev-zero"])

@@ -92,7 +92,7 @@ def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys, monke
                for n in ("slow", "segv", "empty", "noresults"))
     rows = read_csv(out)
     assert list(next(csv.reader((out / "grades.csv").open()))) == \
-        ["submission", "score", "max_score", *RUBRIC.parts, "isolation", "status"]
+        ["submission", "score", "max_score", *RUBRIC.parts, "isolation", "status", "review"]
     assert rows["good"]["sdpa"] == "7.5" and rows["good"]["heads"] == "" and rows["good"]["status"] == "graded"
     assert {rows[n]["status"] for n in ("slow", "segv", "empty", "noresults")} == {"timeout", "crashed", "error"}
     assert rows["slow"]["score"] == "0.0" and rows["slow"]["max_score"] == "90.0"

@@ -24,13 +24,14 @@ DUE, LATE = "2026-01-10 17:00:00 UTC", "2026-01-12 09:30:00 UTC"
 # Canvas user ids; the file each student uploaded, as the LMS download names it.
 FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS = "1001", "1002", "1003", "1004", "1005", "1006"
 EMPTIER, SPY, MISNAMED, EMPTY, UNTOUCHED, MAGICS = "1007", "1008", "1009", "1010", "1011", "1012"
+PLOTTER = "1013"  # an added import and an added plotting cell: imports are not a grading rule (issue 23)
 TAMPERERS = {EMPTIER, SPY}
 # Flagged although honest: her merge_heads cells pass in the kernel (heads 5), while the isolated
 # suite's split/merge round trips fail with her split_heads (heads 3.33). The flag sends her
 # notebook to a TA; its isolated grade is the higher one in total (mhsa and block get partial credit).
 FLAGGED = TAMPERERS | {LATE_STUDENT}
 NOTEBOOK_PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "knowledge")
-HONEST = {FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, EMPTY, UNTOUCHED, MAGICS}
+HONEST = {FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, EMPTY, UNTOUCHED, MAGICS, PLOTTER}
 UPLOADED = {MISNAMED: "mhsa (1).ipynb"}
 # Manual grades a TA enters in the formgrader: the written answers of one student, and an override
 # of one test cell of a tamperer (which --write must keep).
@@ -50,6 +51,7 @@ EXPECTED = {
     EMPTY: 0.0,           # an empty file
     UNTOUCHED: 0.0,       # the release as it was
     MAGICS: 95.0,         # full solution with a %magic and a !shell cell
+    PLOTTER: 95.0,        # full solution, `import time` and a matplotlib cell: the in-kernel grade stands
 }
 
 
@@ -94,7 +96,7 @@ def insert_after(nb, cell_id, source):
 def class_notebooks(release, source) -> dict:
     """student -> the bytes of the notebook they uploaded."""
     full = lambda: with_solutions(release, source)  # noqa: E731
-    nbs = {s: full() for s in (FULL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, MAGICS)}
+    nbs = {s: full() for s in (FULL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, MAGICS, PLOTTER)}
     nbs[PARTIAL] = with_solutions(release, source, {"to_additive_mask", "scaled_dot_product_attention", "split_heads",
                                                     "merge_heads", "causal_mask", "padding_mask", "merge_masks"})
     edit(nbs[SYNTAX], "TransformerBlock", "def forward(self", "def forward(self,, ")
@@ -108,6 +110,11 @@ def class_notebooks(release, source) -> dict:
         if re.fullmatch(r"Q\d+_ANSWER = .*", "".join(cell["source"])):
             cell["source"] = re.sub(r"= .*", "= 'z'", "".join(cell["source"]))
     insert_after(nbs[MAGICS], "imports", "%matplotlib inline\n!echo listing\nimport numpy as np")
+    insert_after(nbs[PLOTTER], "TransformerBlock",
+                 "import matplotlib.pyplot as plt\n\nlayer = MultiHeadSelfAttention(16, 4)\n"
+                 "out, weights = layer(torch.randn(1, 6, 16), need_weights=True)\n"
+                 "plt.imshow(weights[0, 0].detach())\nplt.show()")
+    insert_after(nbs[PLOTTER], "imports", "import time")
     nbs[EMPTIER] = json.loads(release)
     insert_after(nbs[EMPTIER], "test-helpers", "get_ipython().input_transformers_cleanup.append(lambda lines: [])")
     nbs[SPY] = with_solutions(release, source)
@@ -205,7 +212,7 @@ def test_report_flags_the_tamperers_and_reports_the_empty_file_without_stopping(
     assert "not a notebook" in rows[EMPTY]["error"]
     assert "TransformerBlock" in rows[SYNTAX]["notes"] and "left out" in rows[SYNTAX]["notes"]
     assert "%matplotlib inline" in rows[MAGICS]["notes"] and "!echo listing" in rows[MAGICS]["notes"]
-    for student in (FULL, HELPER, SYNTAX, MISNAMED, MAGICS):  # the isolated grade agrees with the kernel
+    for student in (FULL, HELPER, SYNTAX, MISNAMED, MAGICS, PLOTTER):  # the isolated grade agrees with the kernel
         assert float(rows[student]["isolated"]) == float(rows[student]["in_kernel"]), student
     assert "grading" not in course["write"].stderr  # --write reuses the report's isolated grades
 

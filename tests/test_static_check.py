@@ -3,7 +3,7 @@ import pytest
 
 from autograder import rubric as rubric_file
 from autograder.rubric import REPO
-from autograder.static_check import scan
+from autograder.static_check import FORBIDDEN, REVIEW, scan
 
 
 def forbidden_parts(source: str, folder) -> dict:
@@ -22,36 +22,107 @@ def test_reference_is_clean():
     assert scan((REPO / "reference" / "mhsa.py").read_text()) == []
 
 
+# Plain uses of a library attention: the part scores 0 (static_check.FORBIDDEN).
 @pytest.mark.parametrize("snippet, fragment", [
     ("import torch.nn.functional as F\ndef f(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n",
      "F.scaled_dot_product_attention"),
     ("from torch.nn import MultiheadAttention\n", "nn.MultiheadAttention"),
     ("import torch\ndef f(x):\n    return torch.nn.TransformerEncoderLayer(8, 2)(x)\n", "nn.TransformerEncoderLayer"),
     ("import torch.nn.functional as F\ndef f(x):\n    return getattr(F, 'scaled_dot_product_attention')(x, x, x)\n",
-     "in a string"),
+     "F.scaled_dot_product_attention"),
+    ("import torch.nn.functional as F\ndef f(x):\n    return F.multi_head_attention_forward(x)\n",
+     "F.multi_head_attention_forward"),
+    # a module bound to another name is followed, not refused
+    ("import torch\nm = torch.nn.functional\ndef f(x):\n    return m.multi_head_attention_forward(x)\n",
+     "F.multi_head_attention_forward"),
+] + [(f"import torch\ndef f(q):\n    return torch.{name}(q, q, q)\n", name) for name in
+     ("_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_scaled_dot_product_attention_math",
+      "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+      "_scaled_dot_product_fused_attention_overrideable", "_efficient_attention_forward", "_flash_attention_forward",
+      "_fused_sdp_choice", "_triton_multi_head_attention", "_triton_scaled_dot_attention")])
+def test_library_attention_is_forbidden(snippet, fragment):
+    findings = scan(snippet)
+    assert any(fragment in f.message and f.kind == FORBIDDEN for f in findings), findings
+
+
+# What the grader cannot decide: the grade is held for a person (static_check.REVIEW).
+@pytest.mark.parametrize("snippet, fragment", [
     ("import torch\ndef f(x):\n    return torch.ops.aten.mm(x, x)\n", "torch.ops"),
     ("import sys\ndef f():\n    return sys.modules['executor']\n", "sys.modules"),
     ("def f():\n    return __import__('os')\n", "__import__"),
     ("import importlib\n", "importlib"),
+    ("import ctypes\n", "ctypes"),
+    ("import numpy\ndef f():\n    return numpy.ctypeslib.ctypes\n", "ctypes"),
     # What Python runs but a UTF-8 reading would take for a comment, and reaches without a name.
     ("# coding: utf-7\nimport torch\n#+AAo-import ctypes\n", "only UTF-8"),
     ("def f():\n    return __builtins__['open']\n", "__builtins__"),
     ("import torch\ndef f():\n    return getattr(torch, '_' + 'C')\n", "computed name"),
+    ("import torch, operator\ndef f():\n    return operator.attrgetter('_' + 'C')(torch)\n", "computed name"),
+    ("import torch\nfrom operator import attrgetter\ndef f():\n    return attrgetter('_C')(torch)\n", "torch._C"),
+    ("from operator import attrgetter as pick\n", "another name"),
+    ("import torch\ng = getattr\ndef f():\n    return g(torch, 'nn')\n", "getattr around as a value"),
+    ("import torch\nm = torch\ndef f():\n    return m._C\n", "torch._C"),
     ("import torch\ndef f():\n    return vars(torch)\n", "vars"),
-    ("import torch\nm = torch\n", "as a value"),
-    ("def f(e):\n    return e.__traceback__.tb_frame.f_back.f_globals\n", "frames"),
+    ("def f(e):\n    return e.__traceback__.tb_frame.f_back.f_globals\n", "tb_frame"),
     ("def f(x):\n    return x.__class__.__subclasses__()\n", "__subclasses__"),
+    ("def f(m):\n    return m.__dict__\n", "__dict__"),
+    ("def f(g):\n    return g.__globals__\n", "__globals__"),
     ("from torch import _C\n", "torch._C"),
+    ("from torch._C import DisableTorchFunction\n", "torch._C"),
+    ("import torch\ndef f(q):\n    with torch._C._DisableTorchDispatch():\n        return q\n", "_DisableTorchDispatch"),
+    ("from torch.utils._python_dispatch import _disable_current_modes\n", "_python_dispatch"),
+    ("import torch\ndef f():\n    return getattr(torch._C, 'Disable' + 'TorchFunction')\n", "computed name"),
+    ("x = 'DisableTorchFunction'\n", "switches torch's modes"),
+    ("import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a):\n        pass\n",
+     "__torch_function__"),
+    ("import torch\ndef f():\n    return torch.hub.load('here', 'attention', source='local')\n", "torch.hub"),
+    ("import torch\ndef f():\n    return torch.package.PackageImporter('x.pt')\n", "torch.package"),
+    ("import torch\nlib = torch.library.Library('aten', 'IMPL')\n", "torch.library"),
+    ("def f():\n    open('/tmp/helper.py', 'w').write('x = 1')\n", "writes a file"),
+    ("import pathlib\npathlib.Path('/tmp/helper.py').write_text('x = 1')\n", "writes a file"),
+    ("def f():\n    exec('x = 1')\n", "exec"),
+    ("import pickle\n", "pickle"),
+    ("import torch\ndef f():\n    for name in ('nn', '_C'):\n        getattr(torch, name)\n", "computed name"),
+    ("import torch\ndef f():\n    for name in ('nn', 'fft'):\n        name = '_C'\n        getattr(torch, name)\n",
+     "computed name"),
     ("import torch.nn.functional as F\ndef f(a):\n    if a not in ('relu', '_C'):\n        raise ValueError\n"
      "    return getattr(F, a)\n", "computed name"),
     ("import torch.nn.functional as F\ndef f(a):\n    if a not in ('relu', 'gelu'):\n        raise ValueError\n"
      "    a = 'scaled' + '_dot'\n    return getattr(F, a)\n", "computed name"),
-] + [(f"import {name}\n", f"imports {name}") for name in
-     ("marshal", "types", "pickle", "runpy", "__main__", "executor", "threading", "_thread", "concurrent",
-      "multiprocessing", "os", "sys", "ctypes")])
-def test_forbidden_uses_are_found(snippet, fragment):
+])
+def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     findings = scan(snippet)
-    assert any(fragment in f.message for f in findings), findings
+    assert any(fragment in f.message and f.kind == REVIEW for f in findings), findings
+
+
+@pytest.mark.parametrize("snippet", [
+    "import time, random, os.path, sys, logging, warnings, json, threading, subprocess\n",
+    "from __future__ import annotations\nfrom dataclasses import dataclass\nfrom typing import Optional\n",
+    "import matplotlib.pyplot as plt\nfrom tqdm import tqdm\nimport numpy as np\n",
+    "import torch\ntorch.manual_seed(0)\nprint('loaded')\n",
+    "class A:\n    def __repr__(self):\n        return f'{self.__class__.__name__}(x)'\n",
+    "def f():\n    pass\nif __name__ == '__main__':\n    f()\n",
+    "import torch.nn.functional as F\ndef f(x, a):\n    if a not in ('relu', 'gelu'):\n        raise ValueError(a)\n"
+    "    return getattr(F, a)(x)\n",
+    "import torch\nclass M(torch.nn.Module):\n    def f(self):\n        return [m for m in self.modules()], "
+    "getattr(self, '_cache', None), torch.stack([torch.zeros(1)])\n",
+    "import sys\nsys.path.insert(0, '.')\nlogfile = open('notes.txt').read\n",
+    "__all__ = ['scaled_dot_product_attention']\ndef scaled_dot_product_attention(q, k, v):\n    return q\n",
+    "def f(x):\n    return super().__init__(), x.__class__.__qualname__, type(x).__module__\n",
+    "class A:\n    def __repr__(self):\n        return f'{type(self).__name__}({vars(self)}, {self.__dict__})'\n",
+    "class Block:\n    def __init__(self):\n        self.multi_head_attention = self.flash_attention_like = None\n",
+    "class A:\n    def reset(self):\n        for name in ('q_proj', 'k_proj'):\n            getattr(self, name).reset()\n",
+])
+def test_honest_habits_are_neither_refused_nor_held(snippet):
+    assert scan(snippet) == []
+
+
+def test_the_scan_fails_closed():
+    """An attribute chain deep enough that parsing it exhausts the grader's stack (the worker, fewer
+    frames deep, compiles it): a finding for a person, never "no findings"."""
+    findings = scan("import torch\nx = torch" + ".nn" * 3000 + "\n")
+    assert [f.kind for f in findings] == [REVIEW] and "RecursionError" in findings[0].message
 
 
 def test_the_students_own_function_of_the_same_name_is_allowed():
@@ -74,12 +145,25 @@ def test_module_level_findings_zero_every_code_part(tmp_path):
     assert set(zeroed) == {"sdpa", "heads", "masks", "mhsa", "block", "timing"}
 
 
+def test_review_findings_hold_the_parts_they_are_in_and_zero_nothing(tmp_path):
+    from types import SimpleNamespace
+
+    from autograder import grading
+
+    path = tmp_path / "mhsa.py"
+    path.write_text("import torch\ndef split_heads(x, h):\n    return getattr(torch, '_' + 'C')\n")
+    grade = grading.static_scan(SimpleNamespace(rubric=rubric_file.load()),
+                                grading.Grade("mhsa", "process", ("public",), source=path))
+    assert grade.forbidden == {} and list(grade.held) == ["heads"] and "line 3" in grade.held["heads"][0]
+
+
 def test_unparsable_source_yields_no_findings():
     assert scan("def f(:\n") == []
 
 
-def test_non_utf8_bytes_are_refused():
+def test_non_utf8_bytes_are_held():
     assert "not UTF-8" in scan("x = 'caf\u00e9'\n".encode("latin-1"))[0].message
+    assert scan("x = 'caf\u00e9'\n".encode("latin-1"))[0].kind == REVIEW
     assert scan("x = 'caf\u00e9'\n".encode("utf-8")) == []
 
 

@@ -43,6 +43,7 @@ class Record:
     tests: list = field(default_factory=list)
     forbidden: list = field(default_factory=list)
     flags: list = field(default_factory=list)
+    held: dict = field(default_factory=dict)  # a hold for review: reasons, parts, decision (results.held_record)
     keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
     output: str = ""                          # the results' top-level text (why a grade is missing)
 
@@ -108,6 +109,7 @@ def from_results(data: dict, name: str, keys=()) -> Record:
                   max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
                   isolation=extra.get("isolation", ""), parts=parts, tests=tests,
                   forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
+                  held=extra["held"] if isinstance(extra.get("held"), dict) else {},
                   keys=tuple(dict.fromkeys([name, *keys])), output=str(data.get("output") or ""))
 
 

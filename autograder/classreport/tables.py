@@ -168,12 +168,17 @@ def misconceptions(records) -> Table:
                  details={"students": [sorted(who[d]) for d in ordered]})
 
 
+HELD_STATES = {"release": "released after review", "confirm": "confirmed after review"}
+
+
 def integrity(records) -> Table:
     rows = []
     for r in records:
         rows += [[r.name, "forbidden API", f] for f in r.forbidden]
         rows += [[r.name, "tampering flag", f] for f in r.flags]
-        if r.status not in ("graded", "no submission"):
+        rows += [[r.name, HELD_STATES.get(r.held.get("decision"), "held for review"), str(reason)]
+                 for reason in r.held.get("reasons") or []]
+        if r.status not in ("graded", "no submission", "held"):
             rows.append([r.name, r.status, _first_line(r)])
         if r.isolation and r.isolation != "sandbox":
             rows.append([r.name, "isolation", f"graded at the '{r.isolation}' level, not 'sandbox'"])

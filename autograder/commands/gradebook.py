@@ -7,9 +7,13 @@ can defeat them (an input transformer that empties every later cell, a patched t
 The isolated grade runs the student's program (autograder.notebook.extract) in the worker, against
 the repository's test suites, through `python -m autograder grade NB --results FILE` in a child
 process per notebook (--jobs at once). A part that scores more in the kernel than in isolation is
-flagged. Isolated results are cached per notebook checksum, so a report and a later --write share
-one pass and a rerun after a crash resumes. One notebook that cannot be graded is reported and
-skipped: the others finish.
+flagged. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
+with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
+flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
+this command's scores out, clears the flag and records the acceptance for that very notebook, so
+later runs leave it alone. Isolated results are cached per notebook checksum, so a report and a later
+--write share one pass and a rerun after a crash resumes. One notebook that cannot be graded is
+reported and skipped: the others finish.
 """
 import hashlib
 import io
@@ -37,6 +41,7 @@ EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 
 # itself by kill_after); its start-up (Python, torch) comes before that clock starts.
 GRADER_START_S = 30.0
 STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
+ACCEPTED = "accepted.json"  # STORE/ASSIGNMENT/accepted.json: student -> checksum of the notebook accepted
 # What an isolated grade depends on besides the notebook: a change to any of it invalidates the cache.
 # The commands (this one included) only call the grading engine.
 GRADER_INPUTS = ("rubric.toml", "tests_public", "tests_hidden", "autograder")
@@ -60,6 +65,9 @@ def add_parser(subparsers):
     p.add_argument("--csv", type=Path, help="write the report here too (default: course/isolated/ASSIGNMENT/report.csv)")
     p.add_argument("--isolation", choices=("auto", *LEVELS), default="auto",
                    help="auto (default): the strongest level this machine supports")
+    p.add_argument("--accept", action="append", metavar="STUDENT",
+                   help="after reading a flagged or held notebook: keep this student's in-kernel grade (takes "
+                        "this command's scores out of the gradebook, clears the flag; repeatable)")
 
 
 @dataclass
@@ -73,6 +81,7 @@ class Student:
     flags: list = field(default_factory=list)
     changes: list = field(default_factory=list)      # what --write did, one line each
     ledger: dict = field(default_factory=dict)       # grade id -> the score --write stored, and why
+    accepted: bool = False                           # a person kept the in-kernel grade of this notebook
 
     @property
     def isolated(self) -> dict:
@@ -81,8 +90,18 @@ class Student:
         return {p: parts[p]["score"] for p in self.in_kernel if parts.get(p, {}).get("graded", True) and p in parts}
 
     @property
+    def held(self) -> dict:
+        """The isolated grade's hold for review, undecided (extra_data["held"]), or {}."""
+        hold = (self.results or {}).get("extra_data", {}).get("held") or {}
+        return hold if not hold.get("decision") else {}
+
+    @property
     def status(self) -> str:
-        return "failed" if self.error else "flagged" if self.flags else "ok"
+        if self.error:
+            return "failed"
+        if self.accepted:
+            return "accepted"
+        return "held" if self.held else "flagged" if self.flags else "ok"
 
 
 def run(args) -> int:
@@ -95,6 +114,8 @@ def run(args) -> int:
     (store / "cache").mkdir(parents=True, exist_ok=True)
     (course / STORE / ".gitignore").write_text("# grades of students: never committed\n*\n")
     db_url = f"sqlite:///{course / 'gradebook.db'}"
+    if getattr(args, "accept", None):
+        return accept(args.accept, db_url, course, assignment)
     with Gradebook(db_url) as gb:
         try:
             known = sorted(s.student.id for s in gb.find_assignment(assignment).submissions)
@@ -108,8 +129,10 @@ def run(args) -> int:
             read_in_kernel(gb, course, assignment, student)
 
     grade_all(students, course, store, args, kill_after(rubric_file.load()) + GRADER_START_S)
+    accepted = read_accepted(store)
     for student in students:
         compare(student)
+        student.accepted = student.notebook is not None and accepted.get(student.name) == checksum(student.notebook)
     if args.write:
         write(students, db_url, course, assignment, args.policy)
     for student in students:
@@ -121,9 +144,11 @@ def run(args) -> int:
     target.write_text(csv_report(students))
     print(report)
     print(f"\nreport: {target}")
-    flagged, failed = [s.name for s in students if s.flags], [s.name for s in students if s.error]
+    flagged = [s.name for s in students if s.status in ("flagged", "held")]
+    failed = [s.name for s in students if s.error]
     if flagged:
-        print(f"flagged (read these notebooks; marked in nbgrader with --write): {', '.join(flagged)}")
+        print(f"flagged or held for review (read these notebooks; marked in nbgrader with --write; keep a "
+              f"student's in-kernel grade with --accept STUDENT): {', '.join(flagged)}")
     if failed:
         print(f"no isolated grade (see the report): {', '.join(failed)}")
     return (EXIT_FLAGGED if flagged else 0) | (EXIT_FAILED if failed else 0)
@@ -227,7 +252,7 @@ def load_results(path: Path) -> dict | None:
         parts = data["extra_data"]["parts"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    graded = data["extra_data"].get("status", "graded") == "graded"
+    graded = data["extra_data"].get("status", "graded") in ("graded", "held")  # held: graded, waiting for a person
     return data if graded and isinstance(parts, dict) and isinstance(data.get("tests"), list) else None
 
 
@@ -254,9 +279,12 @@ def compare(student: Student) -> None:
 
 
 def parts_to_write(policy: str, student: Student) -> set:
-    """The parts whose isolated scores --write stores, by `policy` (POLICIES)."""
+    """The parts whose isolated scores --write stores, by `policy` (POLICIES); none for a notebook a
+    person accepted, every one for a held notebook (its held parts then withheld: cell_scores)."""
     isolated = student.isolated
-    if policy == "isolated" or policy == "flagged" and student.flags:
+    if student.accepted:
+        return set()
+    if policy == "isolated" or policy == "flagged" and (student.flags or student.held):
         return set(isolated)
     if policy == "minimum":
         return {p for p in isolated if isolated[p] < student.in_kernel[p] - TOLERANCE}
@@ -278,7 +306,7 @@ def write(students: list, db_url: str, course: Path, assignment: str, policy: st
             submission = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name)
             wanted = cell_scores(submission.grades, student, parts_to_write(policy, student))
             student.ledger = apply(submission.grades, wanted, ledgers[student.name], student)
-            if student.flags and not submission.flagged:
+            if (student.flags or student.held) and not student.accepted and not submission.flagged:
                 submission.flagged = True
                 student.changes.append("flagged in nbgrader")
         gb.db.commit()
@@ -295,6 +323,7 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
 
     results = student.results
     details = results["extra_data"]["parts"]
+    withheld = set(student.held.get("parts", ())) if student.held.get("withheld") else set()
     questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in results["tests"]
                  if row["name"].startswith("knowledge: ")}
     wanted = {}
@@ -303,6 +332,11 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
         if part not in parts:
             continue
         detail = details[part]
+        if part in withheld:
+            wanted[cell.name] = (0.0, "Held for review: the grader could not decide part of your notebook on its own, "
+                                      "so a person looks at it before this part counts. Why: "
+                                      + "; ".join(student.held["reasons"]))
+            continue
         if cell.name in questions:
             row = questions[cell.name]
             score = float(row["score"])
@@ -405,6 +439,8 @@ def table(students: list) -> str:
         kernel = f"{sum(s.in_kernel.values()):g}" if s.in_kernel else "-"
         isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
         state = (f"FAILED: {s.error}" if s.error else
+                 "accepted after review: the in-kernel grade stands" if s.accepted else
+                 "HELD FOR REVIEW: " + "; ".join(s.held["reasons"] + s.flags) + " - read this notebook" if s.held else
                  "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
         lines.append(f"{s.name:<{width}} {kernel:>10} {isolated:>10}  {state}")
         lines += [f"{'':<{width}}   note: {note}" for note in s.notes]
@@ -423,11 +459,74 @@ def csv_report(students: list) -> str:
     writer = SpreadsheetWriter(buffer)
     writer.writerow(["student", "status", "in_kernel", "isolated",
                      *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
-                     "flags", "notes", "written", "error"])
+                     "flags", "notes", "written", "error", "review"])
     for s in students:
         isolated = s.isolated
         writer.writerow([s.name, s.status, round(sum(s.in_kernel.values()), 4) if s.in_kernel else "",
                          round(sum(isolated.values()), 4) if s.results else "",
                          *(value for p in parts for value in (s.in_kernel.get(p, ""), isolated.get(p, ""))),
-                         "; ".join(s.flags), "; ".join(s.notes), "; ".join(s.changes), s.error])
+                         "; ".join(s.flags), "; ".join(s.notes), "; ".join(s.changes), s.error,
+                         "accepted" if s.accepted else "held: " + "; ".join(s.held["reasons"]) if s.held else ""])
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------
+# Accepting a notebook's in-kernel grade after review
+# ------------------------------------------------------------------------------------------------
+
+def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
+    """Keep each named student's in-kernel grade: every manual score this command wrote comes out (a
+    TA's own override stays), the nbgrader flag is cleared, the late penalty recomputed, and the
+    notebook's checksum recorded, so later runs write nothing for it until the notebook changes."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder import notebook, results
+
+    store = course / STORE / assignment
+    accepted = read_accepted(store)
+    done = []
+    with Gradebook(db_url) as gb:
+        for name in names:
+            path = course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb"
+            try:
+                submission = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, name)
+            except MissingEntry:
+                print(f"{name}: no autograded submission of {assignment} in the gradebook; nothing accepted")
+                continue
+            if not path.is_file():
+                print(f"{name}: no {path.name} in {path.parent}; nothing accepted")
+                continue
+            student = Student(name, path)
+            ledger = previous_ledger(results_path(course, assignment, name))
+            student.ledger = apply(submission.grades, {}, ledger, student)
+            submission.flagged = False
+            accepted[name] = checksum(path)
+            done.append(student)
+        gb.db.commit()
+    results.write_json_atomic(store / ACCEPTED, accepted)
+    config = course_config(course)
+    for student in done:
+        recompute_late_penalty(config, db_url, assignment, student.name)
+        saved = results_path(course, assignment, student.name)
+        try:
+            data = json.loads(saved.read_text())
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("extra_data"), dict):
+            data["extra_data"] |= {"written_to_gradebook": {}, "accepted": True}
+            results.write_json_atomic(saved, data)
+        print(f"{student.name}: in-kernel grade accepted; flag cleared"
+              + (f"; {len(student.changes)} cell score(s) taken out" if student.changes else ""))
+    return 0 if len(done) == len(names) else EXIT_FAILED
+
+
+def read_accepted(store: Path) -> dict:
+    try:
+        data = json.loads((store / ACCEPTED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def checksum(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -12,15 +12,21 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # (TorchDispatchMode) that do the whole attention computation for the student. Names, not objects,
 # so getattr tricks are caught too; fragments, because torch has many private variants
 # (torch._scaled_dot_product_attention_math, torch.ops.aten._scaled_dot_product_flash_attention...)
-# and the composite ones decompose before an operator-level check could see them.
-FORBIDDEN_FUNCTIONS = ("scaled_dot_product", "multi_head_attention", "flash_attention",
-                       "efficient_attention", "cudnn_attention", "scaled_dot_attention",
-                       "_transformer_encoder_layer")
-FORBIDDEN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product",
+# and the composite ones decompose before an operator-level check could see them. The same fragments
+# as the static scan's (autograder/static_check.py ATTENTION_FRAGMENTS).
+FORBIDDEN_FUNCTIONS = ("scaled_dot_product", "scaled_dot_attention", "multi_head_attention", "flash_attention",
+                       "efficient_attention", "cudnn_attention", "fused_attention", "_transformer_encoder_layer",
+                       "fused_sdp")
+FORBIDDEN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product",  # _math, _flash_attention
+                 # (_for_cpu), _efficient_attention, _cudnn_attention, _fused_attention_overrideable
                  "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd",
-                 "aten::_fused_sdp_choice")
+                 "aten::_fused_sdp_choice", "aten::_efficient_attention", "aten::_flash_attention",
+                 "aten::_cudnn_attention", "aten::_triton_scaled_dot_attention", "aten::_triton_multi_head_attention")
 FORBIDDEN_MODULES = ("MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
                      "TransformerEncoderLayer", "TransformerDecoderLayer")
+# What the record says when the monitor did not see its own canary: the grader holds such a grade
+# for review (grading.run_suites) instead of trusting a record that may have been switched off.
+MONITOR_SILENT = "the forbidden-API monitor stopped reporting"
 
 
 class ForbiddenApiMonitor(TorchFunctionMode):
@@ -28,8 +34,12 @@ class ForbiddenApiMonitor(TorchFunctionMode):
 
     The lists are bound when this module is loaded (default arguments), before any submission
     runs: rebinding the module's names later (`executor.FORBIDDEN_FUNCTIONS = ()`) changes nothing.
-    The record is advisory anyway: it lives in the submission's process, and the grader's static
-    scan (autograder/static_check.py) is what decides.
+    The record lives in the submission's process, so it cannot be trusted blindly: `check_canary`,
+    called while the monitor is active after the student's code returns, runs one operation on a
+    tensor only the monitor knows; if either mode did not see it (a mode popped off torch's stack, the
+    monitor's methods replaced), the record says MONITOR_SILENT and the grader holds the grade for a
+    person. Switching the modes off only around a call (DisableTorchFunction) is left to the static
+    scan, which holds any use of those switches.
     """
 
     def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
@@ -37,6 +47,8 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         self.used = []
         self._functions = functions
         self._ops = _OpRecorder(self.used, ops)
+        self._canary = None
+        self.saw_canary = False
 
     def __enter__(self):
         self._ops.__enter__()
@@ -48,10 +60,21 @@ class ForbiddenApiMonitor(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         __tracebackhide__ = True
+        if self._canary is not None and args and args[0] is self._canary:
+            self.saw_canary = True
         name = getattr(func, "__name__", "")
         if any(fragment in name for fragment in self._functions):
             _note(self.used, f"torch function {name}")
         return func(*args, **(kwargs or {}))
+
+    def check_canary(self) -> None:
+        """Run the canary through both modes; note MONITOR_SILENT unless both saw it."""
+        self._canary = self._ops.canary = torch.zeros(1)
+        self.saw_canary = self._ops.saw_canary = False
+        torch.neg(self._canary)
+        if not (self.saw_canary and self._ops.saw_canary):
+            _note(self.used, f"{MONITOR_SILENT} (its check operation was not recorded)")
+        self._canary = self._ops.canary = None
 
 
 class _OpRecorder(TorchDispatchMode):
@@ -59,6 +82,8 @@ class _OpRecorder(TorchDispatchMode):
         super().__init__()
         self.used = used
         self._forbidden = forbidden
+        self.canary = None
+        self.saw_canary = False
 
     @classmethod
     def _should_skip_dynamo(cls):
@@ -68,6 +93,8 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         __tracebackhide__ = True
+        if self.canary is not None and args and args[0] is self.canary:
+            self.saw_canary = True
         name = func._schema.name
         if name.startswith(self._forbidden):
             _note(self.used, f"operator {name}")
@@ -99,6 +126,7 @@ def execute(submission, call: dict) -> dict:
     if call.get("init") is not None:
         with monitor:
             fn = target(**call["init"])
+            monitor.check_canary()
         if call.get("dtype") is not None:
             fn = fn.to(call["dtype"])
         if call.get("state") is not None:
@@ -124,6 +152,7 @@ def execute(submission, call: dict) -> dict:
             grads = _tensors(call["grad_outputs"])[:len(outputs)]
             if outputs:
                 torch.autograd.backward(outputs, grads)
+        monitor.check_canary()
     result["output"] = out
     result["mutated"] = [name for name, old in before.items() if not same_bits(named[name].detach(), old)]
     if backward:

@@ -25,7 +25,7 @@ class Case:
     loses: tuple | str  # rubric parts, or "all"
     message: str
     process: bool
-    refused: str = ""   # a fragment of the static scan's finding, when the scan refuses the case
+    held: str = ""      # a fragment of why the grade is held for review, when it is
     prepend: str = ""   # lines put before the base (a coding line must be in the first two)
     call_timeout_s: float | None = None  # a shorter call limit where every call runs out of time
 
@@ -40,7 +40,7 @@ def cases() -> list[Case]:
     if sorted(manifest) != found:
         raise ValueError(f"manifest.toml and cases/ disagree: {sorted(set(manifest) ^ set(found))}")
     return [Case(name, spec["base"], spec["loses"] if spec["loses"] == "all" else tuple(spec["loses"]),
-                 spec["message"], bool(spec.get("process", False)), spec.get("refused", ""),
+                 spec["message"], bool(spec.get("process", False)), spec.get("held", ""),
                  spec.get("prepend", ""), spec.get("call_timeout_s")) for name, spec in manifest.items()]
 
 

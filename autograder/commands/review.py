@@ -1,0 +1,125 @@
+"""`review GRADES`: the grades held for review in a batch's results folder, and a person's decision on one.
+
+    python -m autograder review grades/                       # what is held, and why
+    python -m autograder review grades/ --release alice       # the grade counts as the tests earned it
+    python -m autograder review grades/ --confirm bob --note "uses torch._C to reach the fused kernel"
+
+A decision rewrites the student's results file and grades.csv through the one results model
+(results.decide), and is recorded in GRADES/reviews.json with the reasons it was taken on, so that a
+rerun of the batch (`--force`) applies it again to the same hold; a changed submission whose hold has
+other reasons is held again, for a new look.
+"""
+import json
+from pathlib import Path
+
+from autograder import results
+from autograder import rubric as rubric_file
+
+REVIEWS_FILE = "reviews.json"
+DONE = {"release": "released", "confirm": "confirmed"}
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("review", help="list grades held for review, or release or confirm one",
+                              description=__doc__.split("\n\n", 1)[1].split("\n\nA decision")[0])
+    p.add_argument("grades", type=Path, help="a batch's results folder (grade DIR --batch --out GRADES)")
+    decision = p.add_mutually_exclusive_group()
+    decision.add_argument("--release", metavar="STUDENT", help="the hold was a false alarm: the earned score counts")
+    decision.add_argument("--confirm", metavar="STUDENT",
+                          help="the hold was right: the parts it concerns score 0, the rest counts")
+    p.add_argument("--note", default="", help="why, in a sentence: kept in the results file and reviews.json")
+
+
+def run(args) -> int:
+    out = args.grades
+    if not out.is_dir():
+        print(f"{out} is not a folder of results (grade DIR --batch --out GRADES writes one)")
+        return 2
+    name = args.release or args.confirm
+    if name is None:
+        print(listing(out))
+        return 0
+    decision = "release" if args.release else "confirm"
+    try:
+        data = record(out, name, decision, args.note)
+    except ValueError as err:
+        print(err)
+        return 2
+    rewrite_csv(out, rubric_file.load())
+    print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
+          f"{data['extra_data'].get('max_score', 0):g}; {out / 'grades.csv'} rewritten")
+    return 0
+
+
+def held(out: Path) -> dict:
+    """name -> results of every result in `out` that is or was held for review."""
+    found = {}
+    for path in sorted(out.glob("*.json")):
+        data = results.load(path)
+        if data is not None and data["extra_data"].get("held"):
+            found[path.stem] = data
+    return found
+
+
+def listing(out: Path) -> str:
+    entries = held(out)
+    if not entries:
+        return f"no grade in {out} is held for review"
+    lines = []
+    for name, data in entries.items():
+        hold = data["extra_data"]["held"]
+        state = DONE.get(hold.get("decision"), "HELD")
+        lines += [f"{results.printable(name)}: {state}; released {hold['released_score']:g}, "
+                  f"confirmed {hold['confirmed_score']:g} (parts at stake: {', '.join(hold['parts'])})",
+                  *(f"    {reason}" for reason in hold["reasons"])]
+    undecided = sum(1 for d in entries.values() if not d["extra_data"]["held"].get("decision"))
+    lines.append(f"\n{undecided} of {len(entries)} still to review: "
+                 f"python -m autograder review {out} --release NAME | --confirm NAME [--note TEXT]")
+    return "\n".join(lines)
+
+
+def record(out: Path, name: str, decision: str, note: str = "") -> dict:
+    """Apply `decision` to `name`'s held grade, and record it for reruns; the new results."""
+    path = out / f"{name}.json"
+    data = results.load(path) if path.is_file() and path.parent == out else None
+    if data is None:
+        raise ValueError(f"no results for {results.printable(name)!r} in {out}")
+    hold = data["extra_data"].get("held")
+    if not hold:
+        raise ValueError(f"{results.printable(name)}'s grade is not held for review")
+    decided = results.decide(data, decision, note)
+    results.write_json_atomic(path, decided)
+    reviews = _reviews(out)
+    reviews[name] = {"decision": decision, "reasons": hold["reasons"], "note": note}
+    results.write_json_atomic(out / REVIEWS_FILE, reviews)
+    return decided
+
+
+def reapply(out: Path, names) -> list:
+    """After a (re)grade: the recorded decision applied again to each of `names` whose grade is held
+    for the very reasons it was taken on. The names it applied to."""
+    reviews = _reviews(out)
+    applied = []
+    for name in names:
+        taken = reviews.get(name)
+        data = results.load(out / f"{name}.json") if taken else None
+        hold = data["extra_data"].get("held") if data else None
+        if hold and hold.get("decision") is None and hold["reasons"] == taken["reasons"]:
+            results.write_json_atomic(out / f"{name}.json", results.decide(data, taken["decision"], taken["note"]))
+            applied.append(name)
+    return applied
+
+
+def rewrite_csv(out: Path, rubric) -> None:
+    from autograder import batch
+
+    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE and results.load(p) is not None)
+    batch.write_csv(out, [batch.Submission(n, out / n) for n in names], rubric)
+
+
+def _reviews(out: Path) -> dict:
+    try:
+        data = json.loads((out / REVIEWS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
