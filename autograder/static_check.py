@@ -190,7 +190,7 @@ def _finding(node, own: set, modules: dict, parents: dict) -> tuple | None:
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own:
         if library_attention(node.id):
             return f"uses {library_attention(node.id)}, which this assignment forbids", FORBIDDEN
-        if node.id in REACH_NAMES and not _own_fields(node, parents):
+        if node.id in REACH_NAMES and not (_own_fields(node, parents) or _membership_test(node, parents)):
             return f"uses {node.id}, which the grader cannot follow", REVIEW
         if MODE_SWITCHES.search(node.id):
             return f"uses {node.id}, which switches torch's modes (the grader's monitor)", REVIEW
@@ -289,6 +289,17 @@ def _own_fields(node, parents) -> bool:
     call = parents.get(node)
     return (node.id == "vars" and isinstance(call, ast.Call) and call.func is node and len(call.args) == 1
             and isinstance(call.args[0], ast.Name) and call.args[0].id == "self")
+
+
+def _membership_test(node, parents) -> bool:
+    """`'padding_mask' in globals()`, a notebook habit: the namespace, called without arguments, is only
+    asked whether it holds a name, which yields a bool and reaches nothing."""
+    call = parents.get(node)
+    compare = parents.get(call)
+    return (node.id in ("globals", "locals", "vars") and isinstance(call, ast.Call) and call.func is node
+            and not call.args and not call.keywords and isinstance(compare, ast.Compare)
+            and any(right is call and isinstance(op, (ast.In, ast.NotIn))
+                    for op, right in zip(compare.ops, compare.comparators)))
 
 
 def _called(node, parents) -> bool:

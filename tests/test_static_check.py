@@ -83,6 +83,9 @@ def test_library_attention_is_forbidden(snippet, fragment):
     ("import pathlib\npathlib.Path('/tmp/helper.py').write_text('x = 1')\n", "writes a file"),
     ("def f():\n    exec('x = 1')\n", "exec"),
     ("import pickle\n", "pickle"),
+    ("x = globals()['F']\n", "globals"),
+    ("ok = 'F' in globals(__builtins__)\n", "globals"),
+    ("names = 'x' in globals().keys() or globals()\n", "globals"),
     ("import torch\ndef f():\n    for name in ('nn', '_C'):\n        getattr(torch, name)\n", "computed name"),
     ("import torch\ndef f():\n    for name in ('nn', 'fft'):\n        name = '_C'\n        getattr(torch, name)\n",
      "computed name"),
@@ -113,6 +116,8 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "class A:\n    def __repr__(self):\n        return f'{type(self).__name__}({vars(self)}, {self.__dict__})'\n",
     "class Block:\n    def __init__(self):\n        self.multi_head_attention = self.flash_attention_like = None\n",
     "class A:\n    def reset(self):\n        for name in ('q_proj', 'k_proj'):\n            getattr(self, name).reset()\n",
+    "print(padding_mask([3, 1], 4) if 'padding_mask' in globals() else 'not yet')\n",
+    "if 'model' not in locals():\n    model = None\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
     assert scan(snippet) == []
