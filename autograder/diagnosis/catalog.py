@@ -78,14 +78,17 @@ def _finite(output) -> bool:
 
 
 def behaves_like(session, part: str, knobs: Knobs) -> bool:
-    """Like `knobs` on every probe of the part, and unlike a correct solution somewhere."""
-    deviates = False
+    """Like `knobs` on every probe of the part, unlike a correct solution somewhere, and the values
+    `knobs` predicts reproduced somewhere: a submission that raises on every probe matches every
+    model that raises there too, which says nothing about which mistake it made."""
+    deviates = valued = False
     for key, call in session.probes[part].items():
-        seen = session.observe(key, call)
-        if not consistent(seen, predicted(key, call, knobs)):
+        seen, want = session.observe(key, call), predicted(key, call, knobs)
+        if not consistent(seen, want):
             return False
         deviates = deviates or not consistent(seen, predicted(key, call, CORRECT))
-    return deviates
+        valued = valued or "raised" not in want
+    return deviates and valued
 
 
 def _correct_on(session, part, keys) -> bool:
@@ -324,6 +327,10 @@ CATALOG = [
        "block only keys after the query (torch.triu(..., diagonal=1)).", Knobs(causal="future_and_diagonal")),
     _m("causal-direction", ("masks",), "your causal mask blocks the past instead of the future: block the keys "
        "after each query (above the diagonal).", Knobs(causal="past")),
+    _m("causal-offset", ("masks",), "your causal mask lets the next key through: block every key after the "
+       "query (torch.triu(..., diagonal=1)).", Knobs(causal="after_next")),
+    _m("causal-empty", ("masks",), "your causal mask blocks nothing: -inf belongs above the diagonal.",
+       Knobs(causal="none")),
     _m("padding-off-by-one", ("masks",), "your padding mask is off by one: position j is padding when "
        "j >= length, not j > length.", Knobs(padding=">")),
     _m("padding-inverted", ("masks",), "your padding mask is inverted: True marks padding (positions >= length).",
@@ -383,9 +390,10 @@ CATALOG = [
        "reshape to (B, L, h, d_k), then transpose(1, 2).", Knobs(split="no_transpose"), home=HEADS_CODE),
     _m("merge-no-transpose", ("heads",) + MODULES, "your merge matches a reshape to (B, L, h*d_k) without "
        "transposing back first: transpose(1, 2), then reshape.", Knobs(merge="no_transpose"), home=HEADS_CODE),
-    _m("heads-mixed-with-positions", ("heads",) + MODULES, "your heads match (B, L, h, d_k) used as (B, h, L, "
-       "d_k): attention then runs across the heads of each position; transpose(1, 2) after the reshape.",
-       Knobs(split="no_permute"), home=HEADS_CODE),
+    _m("heads-mixed-with-positions", ("heads",) + MODULES, "your heads keep positions out of dimension 2 "
+       "((B, L, h, d_k) or (B, h, d_k, L) used as (B, h, L, d_k)), so attention runs across heads or features: "
+       "reshape to (B, L, h, d_k), then transpose(1, 2).",
+       Knobs(split="no_permute"), Knobs(split="features_positions"), home=HEADS_CODE),
     _m("heads-mixed-with-batch", ("heads",) + MODULES, "your heads match the batch mixed with the heads or "
        "positions: reshape x (B, L, d_model) to (B, L, h, d_k), then transpose(1, 2).",
        Knobs(split="heads_first"), Knobs(split="batch_positions"), home=HEADS_CODE),
@@ -401,8 +409,8 @@ CATALOG = [
     _m("qkv-per-head", MODULES, "your output matches a per-head [q | k | v] layout: the qkv output is "
        "[q | k | v], each d_model wide; split it into q, k, v first, then each into heads.",
        Knobs(qkv_order="per_head")),
-    _m("v-from-q", MODULES, "your output matches v taken from the q projection: v is the third d_model-wide "
-       "block of the qkv output, [q | k | v].", Knobs(value_from="q")),
+    *(_m(f"v-from-{source}", MODULES, f"your output matches v taken from the {source} projection: v is the third "
+         "d_model-wide block of the qkv output, [q | k | v].", Knobs(value_from=source)) for source in "qk"),
     _m("missing-wo", MODULES, "your output matches attention without the output projection W^O (self.out).",
        Knobs(output_projection="none")),
     _m("wo-per-head", MODULES, "your output matches W^O applied to each head on its own (each head's output "
@@ -410,8 +418,9 @@ CATALOG = [
        "(B, L, d_model) output.", Knobs(output_projection="per_head")),
     _m("hard-coded-heads", MODULES, "your module behaves as if num_heads were fixed: use the num_heads it was "
        "built with.", *(Knobs(heads_used=h) for h in (1, 2, 4, 8))),
-    _m("ignores-key-padding", MODULES, "key_padding_mask has no effect in your forward: merge it into the mask.",
-       Knobs(uses_key_padding=False)),
+    _m("ignores-key-padding", ("masks",) + MODULES, "key_padding_mask has no effect: merge_masks (or your "
+       "forward) must add it to the mask, expanded as [:, None, None, :].", Knobs(uses_key_padding=False),
+       Knobs(merge_keeps_padding=False), home=("masks", "mhsa")),
     _m("ignores-attn-mask", MODULES, "attn_mask has no effect in your forward: merge it into the mask.",
        Knobs(uses_attn_mask=False)),
     _m("weights-averaged", ("mhsa",), "need_weights returns weights averaged over the heads: return the "
@@ -427,6 +436,9 @@ CATALOG = [
        Knobs(activation_used="relu"), Knobs(activation_used="gelu")),
     _m("block-drops-masks", ("block",), "your block's output matches self-attention called without the masks: "
        "pass attn_mask and key_padding_mask on to self.attn.", Knobs(block_passes_masks=False)),
+    _m("sublayer-missing", ("block",), "your block matches one without its self-attention or its feed-forward "
+       "sublayer: each adds its output to the residual stream.", Knobs(sublayer_dropped="attn"),
+       Knobs(sublayer_dropped="ff")),
     _m("residual-from-normalized", ("block",), "your pre-LN residual adds the normalized input: the residual is x "
        "itself, x + sublayer(norm(x)).", *_residual_variants("normalized", ("pre",))),
     _m("missing-residual", ("block",), "your block matches one without a residual connection around a sublayer.",

@@ -27,11 +27,12 @@ class Knobs:
     bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
     blocked_value: float = float("-inf")
     cast_float_mask: bool = True
-    causal: str = "future"        # future | future_and_diagonal | past
+    causal: str = "future"        # future | future_and_diagonal | past | after_next (one future key let through) | none
     padding: str = ">="           # >= | > | <
     max_len: bool = True
     padding_axis: str = "keys"    # keys | queries
     merge_keeps_attn_mask: bool = True
+    merge_keeps_padding: bool = True
     bool_helper: bool = False     # causal_mask and merge_masks built from bool masks by to_additive_mask
     # heads
     split: str = "heads"          # heads | no_transpose | interleaved | no_permute (B, L, h, d_k) |
@@ -39,7 +40,7 @@ class Knobs:
     merge: str = "heads"          # heads | no_transpose | features_positions (d_k and L swapped first)
     # MultiHeadSelfAttention
     qkv_order: str = "qkv"        # qkv | kqv | per_head
-    value_from: str = "v"         # v | q: the third projection replaced by the first
+    value_from: str = "v"         # v | q | k: the third projection replaced by another
     qk_from: str = ""             # "": their own projections; "q" or "k": both q and k from that one
     output_projection: str = "full"  # full | none | per_head (each head's own block of W^O only)
     heads_used: int = 0           # 0: num_heads; else a hard-coded count
@@ -51,6 +52,7 @@ class Knobs:
     layout: str = ""              # "": as norm_first says; "post" or "pre": that layout whatever it says
     activation_used: str = ""     # "": as activation says; "relu" or "gelu": that one whatever it says
     block_passes_masks: bool = True
+    sublayer_dropped: str = ""    # "attn" or "ff": that sublayer left out of the block
     attn_residual: str = "input"  # input | normalized | none: what is added back around self-attention
     ff_residual: str = "input"    # the same around the feed-forward network
     residual_in: str = "post+pre"  # the layouts (norm_first False: post, True: pre) with that residual
@@ -112,6 +114,8 @@ class _Model:
             return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
         if self.k.split == "no_permute":
             return x.reshape(B, L, num_heads, D // num_heads)
+        if self.k.split == "features_positions":
+            return x.reshape(B, L, num_heads, D // num_heads).permute(0, 2, 3, 1)
         if self.k.split == "heads_first":
             return x.reshape(B, L, num_heads, D // num_heads).permute(2, 0, 1, 3)
         if self.k.split == "batch_positions":
@@ -129,7 +133,8 @@ class _Model:
     def causal_mask(self, seq_len, device=None, dtype=torch.float32):
         i = torch.arange(seq_len)
         blocked = {"future": i[None, :] > i[:, None], "future_and_diagonal": i[None, :] >= i[:, None],
-                   "past": i[None, :] < i[:, None]}[self.k.causal]
+                   "past": i[None, :] < i[:, None], "after_next": i[None, :] > i[:, None] + 1,
+                   "none": torch.zeros(seq_len, seq_len, dtype=torch.bool)}[self.k.causal]
         if self.k.bool_helper:
             return self.to_additive_mask(blocked, dtype)
         return torch.zeros(seq_len, seq_len, dtype=dtype, device=device).masked_fill(blocked, float("-inf"))
@@ -149,7 +154,7 @@ class _Model:
             union += [blocked(key_padding_mask)[:, None, None, :]] if key_padding_mask is not None else []
             return self.to_additive_mask(union[0] | union[-1], dtype) if union else None
         merged = self.to_additive_mask(attn_mask, dtype)
-        if key_padding_mask is None:
+        if key_padding_mask is None or not self.k.merge_keeps_padding:
             return merged
         keys = self.to_additive_mask(key_padding_mask, dtype)
         keys = keys[:, None, None, :] if self.k.padding_axis == "keys" else keys[:, None, :, None]
@@ -170,8 +175,7 @@ class _Model:
             q, k, v = qkv.chunk(3, dim=-1)
             if self.k.qkv_order == "kqv":
                 q, k = k, q
-            if self.k.value_from == "q":
-                v = q
+            v = {"v": v, "q": q, "k": k}[self.k.value_from]
             if self.k.qk_from:
                 q = k = {"q": q, "k": k}[self.k.qk_from]
             q, k, v = (self.split_heads(t, h_used) for t in (q, k, v))
@@ -209,11 +213,15 @@ class _Model:
                                 1e-5 if name in self.k.default_eps_in else eps)
 
         def attend(t):
+            if self.k.sublayer_dropped == "attn":
+                return torch.zeros_like(t)
             if not self.k.block_passes_masks:
                 return self.mhsa(p, "attn.", init, t)
             return self.mhsa(p, "attn.", init, t, attn_mask, key_padding_mask)
 
         def feed_forward(t):
+            if self.k.sublayer_dropped == "ff":
+                return torch.zeros_like(t)
             return F.linear(act(F.linear(t, p["ff1.weight"], p["ff1.bias"])), p["ff2.weight"], p["ff2.bias"])
 
         def residual(kind, t, normalized):

@@ -54,6 +54,8 @@ def _sdpa_probes(fresh=0):
     sdpa = "scaled_dot_product_attention"
     return {
         "sdpa plain": Call(sdpa, (q, k, v)),
+        # Lq == Lk: scores computed the wrong way round (k q^T) give values here instead of an error
+        "sdpa square": Call(sdpa, (q4[0], k4[0, :, :3], v4[0, :, :3]), {"attn_mask": _blocked(fresh + 12, 3, 3)}),
         "sdpa bool mask": Call(sdpa, (q, k, v), {"attn_mask": _blocked(fresh + 7, 3, 5)}),
         "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": additive(_blocked(fresh + 8, 2, 3, 5), F64)}),
         "sdpa 4-D": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(fresh + 9, 2, 2, 3, 5)}),
