@@ -76,14 +76,12 @@ def main(argv=None) -> int:
         print(_row(f"  style {style}", heldout.figures(some)))
     print(_row("all", total))
     print(f"\nkinds: {dict(sorted(total.kinds.items()))}")
-    by_id = {m.id: m for m in mutants}
     for mutant_id, j in judged.items():
         if j.verdict == heldout.WRONG:
             print(f"  wrong: {mutant_id} (shows in {j.part}, reproduces {list(j.matches) or 'nothing'}) "
                   f"named {j.unbacked} without evidence")
         elif j.kind in (heldout.MODEL, heldout.CHECK) and j.verdict != heldout.RIGHT:
             print(f"  none: {mutant_id} (shows in {j.part}, reproduces {j.matches[0]}) named {j.named or 'nothing'}")
-    print(f"  ({len(by_id)} mutants)")
     committed = toml.loads(COMMITTED.read_text())
     floor = committed["right"] if args.share == 1 else 0
     ok = total.count(heldout.WRONG) == 0 and total.right_on_matched >= RIGHT_SHARE * total.matched \

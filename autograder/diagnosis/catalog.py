@@ -17,7 +17,7 @@ import torch
 
 from autograder.calls import Call
 from autograder.diagnosis.model import Knobs, simulate
-from autograder.diagnosis.probes import PROBES, block_call, block_state, mhsa_call, randn
+from autograder.diagnosis.probes import block_call, block_state, mhsa_call, randn
 
 CORRECT = Knobs()
 ATTENTION = ("sdpa", "mhsa", "block")
@@ -40,8 +40,8 @@ _TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 2e-2), torch.f
 _predictions = {}  # (id of a call, knobs) -> (the call, kept alive so its id stays its own; prediction)
 
 
-def predicted(key: str, call: Call, knobs: Knobs) -> dict:
-    """What a solution with `knobs` returns for `call` (the probe named `key`), computed once."""
+def predicted(call: Call, knobs: Knobs) -> dict:
+    """What a solution with `knobs` returns for `call`, computed once."""
     if (id(call), knobs) not in _predictions:
         _predictions[id(call), knobs] = call, simulate(call, knobs)
     return _predictions[id(call), knobs][1]
@@ -83,16 +83,17 @@ def behaves_like(session, part: str, knobs: Knobs) -> bool:
     model that raises there too, which says nothing about which mistake it made."""
     deviates = valued = False
     for key, call in session.probes[part].items():
-        seen, want = session.observe(key, call), predicted(key, call, knobs)
+        seen, want = session.observe(key, call), predicted(call, knobs)
         if not consistent(seen, want):
             return False
-        deviates = deviates or not consistent(seen, predicted(key, call, CORRECT))
+        deviates = deviates or not consistent(seen, predicted(call, CORRECT))
         valued = valued or "raised" not in want
     return deviates and valued
 
 
 def _correct_on(session, part, keys) -> bool:
-    return all(consistent(session.observe(k, session.probes[part][k]), predicted(k, session.probes[part][k], CORRECT)) for k in keys)
+    probes = session.probes[part]
+    return all(consistent(session.observe(k, probes[k]), predicted(probes[k], CORRECT)) for k in keys)
 
 
 # ---------------------------------------------------------------- checks for what a model cannot predict
@@ -110,14 +111,17 @@ def _detached(session, part) -> bool:
     call = session.probes[part].get(key)
     if call is None:
         return False
-    seen, want = session.observe(key, call), predicted(key, call, CORRECT)
+    seen, want = session.observe(key, call), predicted(call, CORRECT)
     return not seen.raised and same(seen.output, want["output"]) and not consistent(seen, want)
 
 
 def _float32_twin(call: Call) -> Call:
-    """The same call with every floating tensor, and the module, in float32 (made once per call)."""
+    """The same call with every floating tensor, dtype argument and the module in float32 (made once
+    per call)."""
     if id(call) not in _twins:
         def cast(value):
+            if isinstance(value, torch.dtype) and value.is_floating_point:
+                return torch.float32
             return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
         twin = replace(call, args=tuple(map(cast, call.args)), kwargs={k: cast(v) for k, v in call.kwargs.items()},
                        state=call.state and {k: cast(v) for k, v in call.state.items()},
@@ -145,11 +149,11 @@ def _wrong_dtype(session, part) -> bool:
     """The symptom the message names, and nothing else: on a float64 or half probe a float32 result
     (or a dtype-mix error), while the same probe made in float32 gets the right values."""
     for key, call in session.probes[part].items():
-        want = predicted(key, call, CORRECT)
+        want = predicted(call, CORRECT)
         if "raised" in want or not _float32_where_not(session.observe(key, call), want):
             continue
         twin = _float32_twin(call)
-        if consistent(session.observe(f"{key} as float32", twin), predicted(key, twin, CORRECT), grads=False):
+        if consistent(session.observe(f"{key} as float32", twin), predicted(twin, CORRECT), grads=False):
             return True
     return False
 
@@ -158,7 +162,8 @@ def _only_fails_with(session, part, special: tuple, failure: Callable) -> bool:
     """The probes in `special` fail as `failure` says; every other probe of the part is right."""
     others = [k for k in session.probes[part] if k not in special]
     return _correct_on(session, part, others) and any(
-        failure(session.observe(k, session.probes[part][k]), predicted(k, session.probes[part][k], CORRECT)) for k in special)
+        failure(session.observe(k, session.probes[part][k]), predicted(session.probes[part][k], CORRECT))
+        for k in special)
 
 
 def _squeeze(session, part) -> bool:
@@ -214,7 +219,7 @@ def _dropout_seen(session, key):
     function = key.split()[0]
     off_key = f"{function} ff off" if " ff " in key else f"{function} off"
     off = session.observe(off_key, DROPOUT_CALLS[off_key])
-    if not consistent(off, predicted(off_key, DROPOUT_CALLS[off_key], CORRECT), grads=False):
+    if not consistent(off, predicted(DROPOUT_CALLS[off_key], CORRECT), grads=False):
         return None
     seen = session.observe(key, DROPOUT_CALLS[key])
     return None if seen.raised else (seen.output, off.output)
@@ -527,7 +532,7 @@ class Evidence:
     def _deviations_predicted(self, part, knobs) -> bool:
         for key, call in self.session.probes[part].items():
             seen = self.session.observe(key, call)
-            if not (consistent(seen, predicted(key, call, CORRECT)) or consistent(seen, predicted(key, call, knobs))):
+            if not (consistent(seen, predicted(call, CORRECT)) or consistent(seen, predicted(call, knobs))):
                 return False
         return True
 
