@@ -49,7 +49,7 @@ def judge_everything(mutants, processes: int) -> dict:
 def _row(label, figures) -> str:
     matched = figures.matched
     share = f"{figures.right_on_matched / matched:.0%}" if matched else "-"
-    return (f"{label:<22} {figures.generated:>5} {figures.kinds.get(heldout.EQUIVALENT, 0):>5} {matched:>7} "
+    return (f"{label:<30} {figures.generated:>5} {figures.kinds.get(heldout.EQUIVALENT, 0):>5} {matched:>7} "
             f"{figures.right_on_matched:>5} ({share:>4}) {figures.count(heldout.RIGHT, (heldout.AMBIGUOUS,)):>5} "
             f"{figures.kinds.get(heldout.UNMATCHED, 0):>9} {figures.count(heldout.WRONG):>5}")
 
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     judged = judge_everything(mutants, args.processes)
     print(f"judged {len(mutants)} generated mutants of {len({m.style for m in mutants})} styles in "
           f"{time.monotonic() - started:.0f} s ({args.processes} processes)\n")
-    print(f"{'':<22} {'made':>5} {'equiv':>5} {'matched':>7} {'right':>12} {'ambig right':>5} "
+    print(f"{'':<30} {'made':>5} {'equiv':>5} {'matched':>7} {'right':>12} {'ambig right':>5} "
           f"{'unmatched':>9} {'wrong':>5}")
     total = heldout.figures(judged)
     by_style = defaultdict(dict)

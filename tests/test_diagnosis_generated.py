@@ -57,6 +57,14 @@ def test_the_generated_corpus_is_large_and_varied(generated):
     assert len({m.id for m in mutants}) == len(mutants)
 
 
+@pytest.mark.parametrize("style", sorted((CORPUS / "styles").glob("*.py")), ids=lambda p: p.stem)
+def test_the_styles_written_for_this_set_get_full_marks(style):
+    """Otherwise their mutants' mistakes would be read against a wrong solution (corpus/valid is
+    graded in tests/test_mutants.py)."""
+    lost = lost_parts(style)
+    assert not lost, "; ".join(f for failures in lost.values() for f in failures[:3])
+
+
 @pytest.mark.parametrize("mutant_id", SUBSET)
 def test_no_diagnosis_without_evidence_on_fresh_inputs(judged, mutant_id):
     j = judged[mutant_id]

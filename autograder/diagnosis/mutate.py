@@ -4,9 +4,10 @@ The hand-written corpus (corpus/mutants*.toml) holds the mistakes the catalog wa
 are made without looking at the catalog, by operators that know nothing of attention: swap the
 operands of @, change a dimension or a constant, turn a comparison, drop an operand of a sum or a
 product, drop a keyword, swap two names, negate a condition. Each mutant changes one node of the
-source of one valid solution (corpus/valid, corpus/styles, the reference); the mutants of a style are
-listed in the order of the source, and a fixed share of each operator's sites is kept (`generate`), so
-the set is the same on every machine and changes only when a style or an operator does.
+source of one valid solution (corpus/valid, corpus/styles, the reference); the mutants of a style come
+in a fixed order (duplicates left out), and `generate(share=n)` keeps a fixed one in n
+of them (by a hash of the source), so the set is the same on every machine and changes only when a
+style or an operator does.
 """
 import ast
 import copy
@@ -240,7 +241,7 @@ def _mutable_nodes(tree):
 
 
 def mutants_of(path: Path) -> list:
-    """Every one-place mutant of one file, in source order (duplicates and no-ops left out)."""
+    """Every one-place mutant of one file, in a fixed order (duplicates and no-ops left out)."""
     text = Path(path).read_text()
     tree = ast.parse(text)
     original = ast.unparse(tree)
