@@ -2,6 +2,7 @@
 
     python benchmarks/diagnosis_generated.py            # every mutant (about 1000; minutes)
     python benchmarks/diagnosis_generated.py --share 5  # a fixed fifth of them, for a quick look
+    python benchmarks/diagnosis_generated.py --grade-equivalents  # and grade the ones judged equivalent
 
 Every one-place mutant that autograder/diagnosis/mutate.py makes of the reference, corpus/valid and
 corpus/styles is judged by autograder/diagnosis/heldout.py: what it gets wrong is read from its outputs
@@ -46,6 +47,31 @@ def judge_everything(mutants, processes: int) -> dict:
     return judged
 
 
+def grade_equivalents(mutants, judged, processes: int) -> None:
+    """Equivalence is judged on the probes; the test suites say whether a dropped mutant really
+    passes everything. One that does not is a mistake the probes miss: it counts as unmatched."""
+    import tempfile
+
+    from autograder.diagnosis import corpus
+
+    dropped = [m for m in mutants if judged[m.id].kind == heldout.EQUIVALENT]
+    with tempfile.TemporaryDirectory() as folder:
+        jobs = []
+        for n, m in enumerate(dropped):
+            path = Path(folder) / f"equivalent_{n}.py"
+            path.write_text(m.source)
+            jobs.append((m.id, path, None))
+        lost = corpus.grade_all(jobs, processes)
+    failing = {mutant_id: sorted(parts) for mutant_id, parts in lost.items() if parts}
+    print(f"\nthe {len(dropped)} judged equivalent, graded with every suite: {len(dropped) - len(failing)} pass "
+          f"every test, {len(failing)} lose points")
+    for mutant_id, parts in failing.items():
+        print(f"  not equivalent: {mutant_id} loses points in {parts}; named {judged[mutant_id].named or 'nothing'}")
+        judged[mutant_id].kind = heldout.UNMATCHED
+        judged[mutant_id].verdict = judged[mutant_id].verdict or heldout.NONE
+    print()
+
+
 def _row(label, figures) -> str:
     matched = figures.matched
     share = f"{figures.right_on_matched / matched:.0%}" if matched else "-"
@@ -58,6 +84,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--share", type=int, default=1, help="keep 1 in SHARE mutants (a fixed choice)")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--grade-equivalents", action="store_true",
+                        help="grade the mutants judged equivalent with every suite (about 5 s each)")
     args = parser.parse_args(argv)
     print(f"{date.today()}, {platform.node()}, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}")
@@ -66,6 +94,8 @@ def main(argv=None) -> int:
     judged = judge_everything(mutants, args.processes)
     print(f"judged {len(mutants)} generated mutants of {len({m.style for m in mutants})} styles in "
           f"{time.monotonic() - started:.0f} s ({args.processes} processes)\n")
+    if args.grade_equivalents:
+        grade_equivalents(mutants, judged, args.processes)
     print(f"{'':<30} {'made':>5} {'equiv':>5} {'matched':>7} {'right':>12} {'ambig right':>5} "
           f"{'unmatched':>9} {'wrong':>5}")
     total = heldout.figures(judged)

@@ -7,7 +7,8 @@ self-attention before the block) is compared with every catalog entry: the model
 on the same calls and compared value by value (gradients included), and each check for what a model
 cannot predict is asked again. Then the mutant is
 
-  equivalent  when no part differs from a correct solution and no check fires (dropped),
+  equivalent  when no part differs from a correct solution and no check fires (dropped, unless the
+              diagnosis names something for it all the same: that is wrong),
   model       when exactly one catalog entry's model reproduces it (its label),
   check       when no model does and exactly one check fires,
   ambiguous   when several entries reproduce it equally (naming one would be a guess),
@@ -42,7 +43,7 @@ class Judged:
     matches: tuple = ()       # the catalog ids its behaviour on fresh inputs reproduces there
     named: dict = field(default_factory=dict)  # part -> id the diagnosis names
     unbacked: dict = field(default_factory=dict)  # part -> id named without fresh evidence
-    verdict: str = ""         # RIGHT | NONE | WRONG (empty for equivalent and broken mutants)
+    verdict: str = ""         # RIGHT | NONE | WRONG (an equivalent mutant: WRONG or empty; a broken one: empty)
 
 
 def reproduced(fresh: Evidence, part: str) -> tuple:
@@ -56,10 +57,12 @@ def judge(path) -> Judged:
     except Exception:  # noqa: BLE001 - a mutant that cannot even be imported is no attention mistake
         return Judged(BROKEN)
     fresh = Evidence(Session(backend, FRESH_PROBES))
+    named = {p: m.id for p, m in identify(backend, list(ORDER)).items()}
+    unbacked = {p: i for p, i in named.items() if i not in reproduced(fresh, p)}
     differing = [part for part in ORDER if not fresh.correct(part)]
     checked = [part for part in ORDER if any(m.check and part in m.parts and fresh.shows(part, m) for m in CATALOG)]
-    if not differing and not checked:
-        return Judged(EQUIVALENT)
+    if not differing and not checked:  # dropped, unless the diagnosis accuses it of something all the same
+        return Judged(EQUIVALENT, named=named, unbacked=unbacked, verdict=WRONG if unbacked else "")
     part = (differing or checked)[0]
     matches = reproduced(fresh, part)
     by_id = {m.id: m for m in CATALOG}
@@ -70,8 +73,6 @@ def judge(path) -> Judged:
         matches = tuple(models or checks)
     else:
         kind = AMBIGUOUS if len(matches) > 1 else UNMATCHED
-    named = {p: m.id for p, m in identify(backend, list(ORDER)).items()}
-    unbacked = {p: i for p, i in named.items() if i not in reproduced(fresh, p)}
     if unbacked:
         verdict = WRONG
     elif kind in (MODEL, CHECK, AMBIGUOUS) and named.get(part) in matches:
@@ -103,8 +104,8 @@ class Figures:
         """Mutants whose outputs reproduce exactly one catalog entry."""
         return self.kinds.get(MODEL, 0) + self.kinds.get(CHECK, 0)
 
-    def count(self, verdict, kinds=(MODEL, CHECK, AMBIGUOUS, UNMATCHED)) -> int:
-        return sum(n for (kind, v), n in self.verdicts.items() if v == verdict and kind in kinds)
+    def count(self, verdict, kinds=None) -> int:
+        return sum(n for (kind, v), n in self.verdicts.items() if v == verdict and (kinds is None or kind in kinds))
 
     @property
     def right_on_matched(self) -> int:
