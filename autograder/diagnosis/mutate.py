@@ -152,7 +152,7 @@ def change_infinity(node):
 
 
 def change_constant(node):
-    """diagonal=1 -> 0, a float constant halved: small numeric slips."""
+    """diagonal=1 -> 0 or 2, a float constant doubled: small numeric slips."""
     if isinstance(node, ast.keyword) and node.arg == "diagonal":
         value = _int(node.value)
         return [ast.keyword("diagonal", _num(value - 1)), ast.keyword("diagonal", _num(value + 1))] \
@@ -171,9 +171,9 @@ def swap_function(node):
 
 
 def swap_names(node):
-    """One use of q, k, v, x or a norm/linear attribute replaced by its neighbour."""
+    """One use of q, k, v, a mask or a norm replaced by another of them."""
     names = {"q": ("k", "v"), "k": ("q", "v"), "v": ("k", "q"), "norm1": ("norm2",), "norm2": ("norm1",),
-             "ff1": (), "attn_mask": ("key_padding_mask",), "key_padding_mask": ("attn_mask",)}
+             "attn_mask": ("key_padding_mask",), "key_padding_mask": ("attn_mask",)}
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
         return [ast.Name(new, ast.Load()) for new in names[node.id]]
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in ("norm1", "norm2"):
