@@ -25,7 +25,7 @@ def test_the_correct_model_agrees_with_the_reference_on_every_probe():
     session = Session(InProcessBackend(REFERENCE))
     calls = [(key, call) for probes in PROBES.values() for key, call in probes.items()]
     calls += [(key, call) for key, call in DROPOUT_CALLS.items() if key.endswith("off")]
-    differ = [key for key, call in calls if not consistent(session.observe(key, call), predicted(key, call, CORRECT))]
+    differ = [key for key, call in calls if not consistent(session.observe(key, call), predicted(call, CORRECT))]
     assert not differ
 
 

@@ -251,7 +251,9 @@ def expect_shape(got, shape: tuple, what: str, call: Call) -> None:
 
 
 def expect_grads(outcome, expected: oracles.Expected, call: Call) -> None:
-    """The gradient of x and of every parameter, against the oracle's."""
+    """The output, then the gradient of x and of every parameter, against the oracle's: wrong values
+    explain wrong gradients, so gradients (and the hint about detaching) are judged on right values only."""
+    expect_close(outcome.output, expected.output, "output", call)
     grads = [("gradient of x", outcome.input_grads.get("arg0"), expected.x_grad)]
     grads += [(f"gradient of parameter {name}", outcome.param_grads.get(name), g)
               for name, g in sorted(expected.param_grads.items())]

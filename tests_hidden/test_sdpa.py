@@ -58,6 +58,9 @@ def test_gradients_match_reference(impl, ref, case):
     grads = (randn((*case.batch, case.Lq, case.d_v), gen), randn((*case.batch, case.Lq, case.Lk), gen))
     call = Call(SDPA, args, kwargs, grad_outputs=grads)
     got, want = impl.run(call), ref.run(call)
+    # the values first: wrong values explain wrong gradients, and the hint below is only about gradients
+    for what, value, expected in zip(("output", "weights"), expect_tuple(got.output, 2, call), want.output):
+        expect_close(value, expected, what, call)
     for i, name in enumerate("qkv"):
         expect_close(got.input_grads.get(f"arg{i}"), want.input_grads[f"arg{i}"], f"gradient of {name}", call,
                      hint="every output, the weights included, must stay connected to q, k and v: "

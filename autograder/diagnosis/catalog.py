@@ -10,14 +10,14 @@ can have several causes (a block whose masks have no effect may drop them, or ca
 that ignores them). `recognise` names a misconception for a part only when the evidence points
 to it alone (see `_evidence`); otherwise it names nothing.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
 from autograder.calls import Call
 from autograder.diagnosis.model import Knobs, simulate
-from autograder.diagnosis.probes import PROBES, block_call, block_state, mhsa_call, randn
+from autograder.diagnosis.probes import block_call, block_state, mhsa_call, randn
 
 CORRECT = Knobs()
 ATTENTION = ("sdpa", "mhsa", "block")
@@ -37,13 +37,14 @@ class Misconception:
 # ---------------------------------------------------------------- comparing what was seen with a prediction
 
 _TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-5)}
-_predictions = {}
+_predictions = {}  # (id of a call, knobs) -> (the call, kept alive so its id stays its own; prediction)
 
 
-def predicted(key: str, call: Call, knobs: Knobs) -> dict:
-    if (key, knobs) not in _predictions:
-        _predictions[key, knobs] = simulate(call, knobs)
-    return _predictions[key, knobs]
+def predicted(call: Call, knobs: Knobs) -> dict:
+    """What a solution with `knobs` returns for `call`, computed once."""
+    if (id(call), knobs) not in _predictions:
+        _predictions[id(call), knobs] = call, simulate(call, knobs)
+    return _predictions[id(call), knobs][1]
 
 
 def same(got, want) -> bool:
@@ -77,24 +78,28 @@ def _finite(output) -> bool:
 
 
 def behaves_like(session, part: str, knobs: Knobs) -> bool:
-    """Like `knobs` on every probe of the part, and unlike a correct solution somewhere."""
-    deviates = False
-    for key, call in PROBES[part].items():
-        seen = session.observe(key, call)
-        if not consistent(seen, predicted(key, call, knobs)):
+    """Like `knobs` on every probe of the part, unlike a correct solution somewhere, and the values
+    `knobs` predicts reproduced somewhere: a submission that raises on every probe matches every
+    model that raises there too, which says nothing about which mistake it made."""
+    deviates = valued = False
+    for key, call in session.probes[part].items():
+        seen, want = session.observe(key, call), predicted(call, knobs)
+        if not consistent(seen, want):
             return False
-        deviates = deviates or not consistent(seen, predicted(key, call, CORRECT))
-    return deviates
+        deviates = deviates or not consistent(seen, predicted(call, CORRECT))
+        valued = valued or "raised" not in want
+    return deviates and valued
 
 
 def _correct_on(session, part, keys) -> bool:
-    return all(consistent(session.observe(k, PROBES[part][k]), predicted(k, PROBES[part][k], CORRECT)) for k in keys)
+    probes = session.probes[part]
+    return all(consistent(session.observe(k, probes[k]), predicted(probes[k], CORRECT)) for k in keys)
 
 
 # ---------------------------------------------------------------- checks for what a model cannot predict
 
 def _in_place(session, part) -> bool:
-    for key, call in PROBES[part].items():
+    for key, call in session.probes[part].items():
         seen = session.observe(key, call)
         if seen.mutated or "inplace" in seen.message.lower().replace("-", "").replace(" ", ""):
             return True
@@ -103,32 +108,62 @@ def _in_place(session, part) -> bool:
 
 def _detached(session, part) -> bool:
     key = f"{part} grad"
-    call = PROBES[part].get(key)
+    call = session.probes[part].get(key)
     if call is None:
         return False
-    seen, want = session.observe(key, call), predicted(key, call, CORRECT)
+    seen, want = session.observe(key, call), predicted(call, CORRECT)
     return not seen.raised and same(seen.output, want["output"]) and not consistent(seen, want)
 
 
+def _float32_twin(call: Call) -> Call:
+    """The same call with every floating tensor, dtype argument and the module in float32 (made once
+    per call)."""
+    if id(call) not in _twins:
+        def cast(value):
+            if isinstance(value, torch.dtype) and value.is_floating_point:
+                return torch.float32
+            return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+        twin = replace(call, args=tuple(map(cast, call.args)), kwargs={k: cast(v) for k, v in call.kwargs.items()},
+                       state=call.state and {k: cast(v) for k, v in call.state.items()},
+                       dtype=call.dtype and torch.float32, grad_outputs=None)
+        _twins[id(call)] = call, twin
+    return _twins[id(call)][1]
+
+
+_twins = {}  # id of a call -> (the call, kept alive; its float32 twin)
+
+
+def _float32_where_not(seen, want) -> bool:
+    """A float32 result where the correct one is float64 or half, or an error that names the mix."""
+    if seen.raised:
+        message = seen.message.lower()
+        return "float" in message and ("double" in message or "half" in message) and \
+            ("dtype" in message or "scalar type" in message)
+    outputs = seen.output if isinstance(seen.output, (tuple, list)) else (seen.output,)
+    wanted = want["output"] if isinstance(want["output"], (tuple, list)) else (want["output"],)
+    return any(isinstance(o, torch.Tensor) and isinstance(w, torch.Tensor) and o.dtype == torch.float32 != w.dtype
+               for o, w in zip(outputs, wanted))
+
+
 def _wrong_dtype(session, part) -> bool:
-    for key, call in PROBES[part].items():
-        seen, want = session.observe(key, call), predicted(key, call, CORRECT)
-        if seen.raised and "raised" not in want and ("dtype" in seen.message or "scalar type" in seen.message):
-            return True
-        outputs = seen.output if isinstance(seen.output, (tuple, list)) else (seen.output,)
-        wanted = want.get("output")
-        wanted = wanted if isinstance(wanted, (tuple, list)) else (wanted,)
-        if any(isinstance(o, torch.Tensor) and isinstance(w, torch.Tensor) and o.dtype == torch.float32 != w.dtype
-               for o, w in zip(outputs, wanted)):
+    """The symptom the message names, and nothing else: on a float64 or half probe a float32 result
+    (or a dtype-mix error), while the same probe made in float32 gets the right values."""
+    for key, call in session.probes[part].items():
+        want = predicted(call, CORRECT)
+        if "raised" in want or not _float32_where_not(session.observe(key, call), want):
+            continue
+        twin = _float32_twin(call)
+        if consistent(session.observe(f"{key} as float32", twin), predicted(twin, CORRECT), grads=False):
             return True
     return False
 
 
 def _only_fails_with(session, part, special: tuple, failure: Callable) -> bool:
     """The probes in `special` fail as `failure` says; every other probe of the part is right."""
-    others = [k for k in PROBES[part] if k not in special]
+    others = [k for k in session.probes[part] if k not in special]
     return _correct_on(session, part, others) and any(
-        failure(session.observe(k, PROBES[part][k]), predicted(k, PROBES[part][k], CORRECT)) for k in special)
+        failure(session.observe(k, session.probes[part][k]), predicted(session.probes[part][k], CORRECT))
+        for k in special)
 
 
 def _squeeze(session, part) -> bool:
@@ -184,7 +219,7 @@ def _dropout_seen(session, key):
     function = key.split()[0]
     off_key = f"{function} ff off" if " ff " in key else f"{function} off"
     off = session.observe(off_key, DROPOUT_CALLS[off_key])
-    if not consistent(off, predicted(off_key, DROPOUT_CALLS[off_key], CORRECT), grads=False):
+    if not consistent(off, predicted(DROPOUT_CALLS[off_key], CORRECT), grads=False):
         return None
     seen = session.observe(key, DROPOUT_CALLS[key])
     return None if seen.raised else (seen.output, off.output)
@@ -297,6 +332,10 @@ CATALOG = [
        "block only keys after the query (torch.triu(..., diagonal=1)).", Knobs(causal="future_and_diagonal")),
     _m("causal-direction", ("masks",), "your causal mask blocks the past instead of the future: block the keys "
        "after each query (above the diagonal).", Knobs(causal="past")),
+    _m("causal-offset", ("masks",), "your causal mask lets the next key through: block every key after the "
+       "query (torch.triu(..., diagonal=1)).", Knobs(causal="after_next")),
+    _m("causal-empty", ("masks",), "your causal mask blocks nothing: -inf belongs above the diagonal.",
+       Knobs(causal="none")),
     _m("padding-off-by-one", ("masks",), "your padding mask is off by one: position j is padding when "
        "j >= length, not j > length.", Knobs(padding=">")),
     _m("padding-inverted", ("masks",), "your padding mask is inverted: True marks padding (positions >= length).",
@@ -330,8 +369,19 @@ CATALOG = [
        Knobs(scale="dk"), home=ATTENTION_CODE),
     _m("scale-by-dv", ATTENTION, "your output matches a scale of sqrt(d_v), the size of v, instead of sqrt(d_k), "
        "the size of q and k.", Knobs(scale="sqrt_dv"), home=ATTENTION_CODE),
-    _m("softmax-dim", ATTENTION, "your weights match a softmax over the queries: it runs over the keys "
-       "(dim=-1), so each query's weights sum to 1.", Knobs(softmax_dim=-2), home=ATTENTION_CODE),
+    _m("scale-inverted", ATTENTION, "your output matches scores multiplied by sqrt(d_k) instead of divided by "
+       "it.", Knobs(scale="times_sqrt_dk"), home=ATTENTION_CODE),
+    _m("scores-transposed", ATTENTION, "your scores match k q^T instead of q k^T: q and k are swapped, so "
+       "the weights run over the queries; compute q @ k.transpose(-2, -1).", Knobs(scores="kq"), home=("sdpa",)),
+    _m("qk-same-source", ATTENTION, "your output matches scores computed from q alone or k alone (q q^T or "
+       "k k^T): the scores are q k^T, each from its own projection.", Knobs(scores="qq"), Knobs(scores="kk"),
+       Knobs(qk_from="q"), Knobs(qk_from="k"), home=ATTENTION_CODE),
+    _m("mask-ignored", ATTENTION, "your output matches attention with no mask at all: neither boolean nor "
+       "additive masks reach the scores.", Knobs(bool_mask="ignored", float_mask="ignored"),
+       Knobs(uses_attn_mask=False, uses_key_padding=False), home=ATTENTION_CODE),
+    _m("softmax-dim", ATTENTION, "your weights match a softmax over another dimension than the keys: it runs "
+       "over the keys (dim=-1), so each query's weights sum to 1.", Knobs(softmax_dim=-2), Knobs(softmax_dim=1),
+       Knobs(softmax_dim=0), home=ATTENTION_CODE),
     _m("mask-after-softmax", ATTENTION, "your weights match masking after the softmax (blocked weights zeroed, "
        "rows no longer summing to 1): add the mask to the scores before the softmax.",
        Knobs(mask_mode="zero_after_softmax"), home=ATTENTION_CODE),
@@ -345,16 +395,27 @@ CATALOG = [
        "reshape to (B, L, h, d_k), then transpose(1, 2).", Knobs(split="no_transpose"), home=HEADS_CODE),
     _m("merge-no-transpose", ("heads",) + MODULES, "your merge matches a reshape to (B, L, h*d_k) without "
        "transposing back first: transpose(1, 2), then reshape.", Knobs(merge="no_transpose"), home=HEADS_CODE),
+    _m("heads-mixed-with-positions", ("heads",) + MODULES, "your heads keep positions out of dimension 2 "
+       "((B, L, h, d_k) or (B, h, d_k, L) used as (B, h, L, d_k)), so attention runs across heads or features: "
+       "reshape to (B, L, h, d_k), then transpose(1, 2).",
+       Knobs(split="no_permute"), Knobs(split="features_positions"), home=HEADS_CODE),
+    _m("heads-mixed-with-batch", ("heads",) + MODULES, "your heads match the batch mixed with the heads or "
+       "positions: reshape x (B, L, d_model) to (B, L, h, d_k), then transpose(1, 2).",
+       Knobs(split="heads_first"), Knobs(split="batch_positions"), home=HEADS_CODE),
+    _m("merge-wrong-axes", ("heads",) + MODULES, "your merge moves the wrong dimensions before the reshape: "
+       "transpose(1, 2) (heads and positions), then reshape to (B, L, h*d_k).", Knobs(merge="features_positions"),
+       home=HEADS_CODE),
     _m("split-interleaved", ("heads",) + MODULES, "your heads take every h-th feature instead of a contiguous "
        "block: head i holds features i*d_k:(i+1)*d_k.", Knobs(split="interleaved"), home=HEADS_CODE),
     # MultiHeadSelfAttention
-    _m("qkv-order", MODULES, "your output matches q and k swapped: the qkv projection's output is [q | k | v], "
-       "the layout of nn.MultiheadAttention.in_proj_weight.", Knobs(qkv_order="kqv")),
+    _m("qkv-order", MODULES, "your output matches q and k swapped (scores k q^T instead of q k^T): the qkv "
+       "projection's output is [q | k | v], the layout of nn.MultiheadAttention.in_proj_weight.",
+       Knobs(qkv_order="kqv")),
     _m("qkv-per-head", MODULES, "your output matches a per-head [q | k | v] layout: the qkv output is "
        "[q | k | v], each d_model wide; split it into q, k, v first, then each into heads.",
        Knobs(qkv_order="per_head")),
-    _m("v-from-q", MODULES, "your output matches v taken from the q projection: v is the third d_model-wide "
-       "block of the qkv output, [q | k | v].", Knobs(value_from="q")),
+    *(_m(f"v-from-{source}", MODULES, f"your output matches v taken from the {source} projection: v is the third "
+         "d_model-wide block of the qkv output, [q | k | v].", Knobs(value_from=source)) for source in "qk"),
     _m("missing-wo", MODULES, "your output matches attention without the output projection W^O (self.out).",
        Knobs(output_projection="none")),
     _m("wo-per-head", MODULES, "your output matches W^O applied to each head on its own (each head's output "
@@ -362,8 +423,9 @@ CATALOG = [
        "(B, L, d_model) output.", Knobs(output_projection="per_head")),
     _m("hard-coded-heads", MODULES, "your module behaves as if num_heads were fixed: use the num_heads it was "
        "built with.", *(Knobs(heads_used=h) for h in (1, 2, 4, 8))),
-    _m("ignores-key-padding", MODULES, "key_padding_mask has no effect in your forward: merge it into the mask.",
-       Knobs(uses_key_padding=False)),
+    _m("ignores-key-padding", ("masks",) + MODULES, "key_padding_mask has no effect: merge_masks (or your "
+       "forward) must add it to the mask, expanded as [:, None, None, :].", Knobs(uses_key_padding=False),
+       Knobs(merge_keeps_padding=False), home=("masks", "mhsa")),
     _m("ignores-attn-mask", MODULES, "attn_mask has no effect in your forward: merge it into the mask.",
        Knobs(uses_attn_mask=False)),
     _m("weights-averaged", ("mhsa",), "need_weights returns weights averaged over the heads: return the "
@@ -374,18 +436,24 @@ CATALOG = [
     _m("norm-first-ignored", ("block",), "your block uses the same LayerNorm layout whatever norm_first says: "
        "norm_first=False is post-LN, norm(x + sublayer(x)); norm_first=True is pre-LN, x + sublayer(norm(x)).",
        Knobs(layout="post"), Knobs(layout="pre")),
-    _m("activation-ignored", ("block",), "your block matches one that uses ReLU whatever activation says: use "
-       "GELU (exact, F.gelu) when activation='gelu'.", Knobs(activation_used="relu")),
+    _m("activation-ignored", ("block",), "your block matches one that uses the same activation whatever "
+       "activation says: ReLU when activation='relu', GELU (exact, F.gelu) when activation='gelu'.",
+       Knobs(activation_used="relu"), Knobs(activation_used="gelu")),
     _m("block-drops-masks", ("block",), "your block's output matches self-attention called without the masks: "
        "pass attn_mask and key_padding_mask on to self.attn.", Knobs(block_passes_masks=False)),
+    _m("sublayer-missing", ("block",), "your block matches one without its self-attention or its feed-forward "
+       "sublayer: each adds its output to the residual stream.", Knobs(sublayer_dropped="attn"),
+       Knobs(sublayer_dropped="ff")),
     _m("residual-from-normalized", ("block",), "your pre-LN residual adds the normalized input: the residual is x "
        "itself, x + sublayer(norm(x)).", *_residual_variants("normalized", ("pre",))),
     _m("missing-residual", ("block",), "your block matches one without a residual connection around a sublayer.",
        *_residual_variants("none", ("post", "pre", "post+pre"))),
-    _m("shared-norm", ("block",), "your block matches one that uses norm1 where norm2 belongs.",
-       Knobs(shared_norm="post"), Knobs(shared_norm="pre"), Knobs(shared_norm="post+pre")),
+    _m("shared-norm", ("block",), "your block matches one that uses the same LayerNorm for both sublayers: "
+       "norm1 belongs to self-attention, norm2 to the feed-forward network.",
+       *(Knobs(shared_norm=layout, shared_norm_used=used) for used in ("norm1", "norm2")
+         for layout in ("post", "pre", "post+pre"))),
     _m("eps-ignored", ("block",), "your block matches LayerNorm with its default eps: pass layer_norm_eps to "
-       "nn.LayerNorm.", Knobs(use_eps=False)),
+       "nn.LayerNorm.", *(Knobs(default_eps_in=norms) for norms in ("norm1+norm2", "norm1", "norm2"))),
     _m("tanh-gelu", ("block",), "your GELU matches the tanh approximation: use the exact erf form "
        "(F.gelu's default).", Knobs(gelu="tanh")),
     # behaviour a model cannot predict
@@ -443,11 +511,11 @@ class Evidence:
 
     def stub(self, part) -> bool:
         return all(self.session.observe(key, call).raised == "NotImplementedError"
-                   for key, call in PROBES[part].items())
+                   for key, call in self.session.probes[part].items())
 
     def correct(self, part) -> bool:
         if part not in self._correct:
-            self._correct[part] = _correct_on(self.session, part, PROBES[part])
+            self._correct[part] = _correct_on(self.session, part, self.session.probes[part])
         return self._correct[part]
 
     def explained(self, part, m) -> bool:
@@ -462,9 +530,9 @@ class Evidence:
         return any(self._deviations_predicted(part, knobs) for knobs in m.variants)
 
     def _deviations_predicted(self, part, knobs) -> bool:
-        for key, call in PROBES[part].items():
+        for key, call in self.session.probes[part].items():
             seen = self.session.observe(key, call)
-            if not (consistent(seen, predicted(key, call, CORRECT)) or consistent(seen, predicted(key, call, knobs))):
+            if not (consistent(seen, predicted(call, CORRECT)) or consistent(seen, predicted(call, knobs))):
                 return False
         return True
 

@@ -17,7 +17,8 @@ from autograder.calls import Call
 @dataclass(frozen=True)
 class Knobs:
     # scaled dot-product attention
-    scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv
+    scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv | times_sqrt_dk (multiplied, not divided)
+    scores: str = "qk"            # qk: q k^T | kq: k q^T (transposed) | qq, kk: one of them used twice
     softmax_dim: int = -1
     mask_mode: str = "add"        # add | subtract | subtract_float (bool masks applied right) | zero_after_softmax
     transpose_last_two: bool = True  # False: k.transpose(2, 3), 4-D only
@@ -26,18 +27,21 @@ class Knobs:
     bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
     blocked_value: float = float("-inf")
     cast_float_mask: bool = True
-    causal: str = "future"        # future | future_and_diagonal | past
+    causal: str = "future"        # future | future_and_diagonal | past | after_next (one future key let through) | none
     padding: str = ">="           # >= | > | <
     max_len: bool = True
     padding_axis: str = "keys"    # keys | queries
     merge_keeps_attn_mask: bool = True
+    merge_keeps_padding: bool = True
     bool_helper: bool = False     # causal_mask and merge_masks built from bool masks by to_additive_mask
     # heads
-    split: str = "heads"          # heads | no_transpose | interleaved
-    merge: str = "heads"          # heads | no_transpose
+    split: str = "heads"          # heads | no_transpose | interleaved | no_permute (B, L, h, d_k) |
+                                  # heads_first (h, B, L, d_k) | batch_positions (B and L read swapped)
+    merge: str = "heads"          # heads | no_transpose | features_positions (d_k and L swapped first)
     # MultiHeadSelfAttention
     qkv_order: str = "qkv"        # qkv | kqv | per_head
-    value_from: str = "v"         # v | q: the third projection replaced by the first
+    value_from: str = "v"         # v | q | k: the third projection replaced by another
+    qk_from: str = ""             # "": their own projections; "q" or "k": both q and k from that one
     output_projection: str = "full"  # full | none | per_head (each head's own block of W^O only)
     heads_used: int = 0           # 0: num_heads; else a hard-coded count
     uses_key_padding: bool = True
@@ -46,13 +50,15 @@ class Knobs:
     # TransformerBlock
     swap_norm_first: bool = False
     layout: str = ""              # "": as norm_first says; "post" or "pre": that layout whatever it says
-    activation_used: str = ""     # "": as activation says; "relu": relu whatever it says
+    activation_used: str = ""     # "": as activation says; "relu" or "gelu": that one whatever it says
     block_passes_masks: bool = True
+    sublayer_dropped: str = ""    # "attn" or "ff": that sublayer left out of the block
     attn_residual: str = "input"  # input | normalized | none: what is added back around self-attention
     ff_residual: str = "input"    # the same around the feed-forward network
     residual_in: str = "post+pre"  # the layouts (norm_first False: post, True: pre) with that residual
-    shared_norm: str = ""         # "", "post", "pre", "post+pre": where norm1 stands in for norm2
-    use_eps: bool = True
+    shared_norm: str = ""         # "", "post", "pre", "post+pre": where one norm stands in for the other
+    shared_norm_used: str = "norm1"  # the norm used for both there
+    default_eps_in: str = ""      # the norms ("norm1", "norm2", "norm1+norm2") built without layer_norm_eps
     gelu: str = "erf"             # erf | tanh
 
 
@@ -81,10 +87,11 @@ class _Model:
         return torch.zeros(mask.shape, dtype=dtype).masked_fill(blocked, self.k.blocked_value)
 
     def scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0, training=False):
-        keys = k.transpose(-2, -1) if self.k.transpose_last_two else k.transpose(2, 3)
+        first, second = {"qk": (q, k), "kq": (k, q), "qq": (q, q), "kk": (k, k)}[self.k.scores]
+        keys = second.transpose(-2, -1) if self.k.transpose_last_two else second.transpose(2, 3)
         scale = {"sqrt_dk": math.sqrt(q.shape[-1]), "none": 1.0, "dk": float(q.shape[-1]),
-                 "sqrt_dv": math.sqrt(v.shape[-1])}[self.k.scale]
-        scores = q @ keys / scale
+                 "sqrt_dv": math.sqrt(v.shape[-1]), "times_sqrt_dk": 1 / math.sqrt(q.shape[-1])}[self.k.scale]
+        scores = first @ keys / scale
         if attn_mask is not None and attn_mask.dtype != torch.bool and self.k.float_mask == "ignored":
             attn_mask = None
         subtracted = self.k.mask_mode == "subtract" or (
@@ -105,18 +112,29 @@ class _Model:
             return x.reshape(B, num_heads, L, D // num_heads)
         if self.k.split == "interleaved":
             return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
+        if self.k.split == "no_permute":
+            return x.reshape(B, L, num_heads, D // num_heads)
+        if self.k.split == "features_positions":
+            return x.reshape(B, L, num_heads, D // num_heads).permute(0, 2, 3, 1)
+        if self.k.split == "heads_first":
+            return x.reshape(B, L, num_heads, D // num_heads).permute(2, 0, 1, 3)
+        if self.k.split == "batch_positions":
+            return x.reshape(L, B, num_heads, D // num_heads).permute(0, 2, 1, 3)
         return x.reshape(B, L, num_heads, D // num_heads).permute(0, 2, 1, 3)
 
     def merge_heads(self, x):
         B, h, L, d_k = x.shape
         if self.k.merge == "no_transpose":
             return x.reshape(B, L, h * d_k)
+        if self.k.merge == "features_positions":
+            return x.permute(0, 3, 1, 2).reshape(B, L, h * d_k)
         return x.permute(0, 2, 1, 3).reshape(B, L, h * d_k)
 
     def causal_mask(self, seq_len, device=None, dtype=torch.float32):
         i = torch.arange(seq_len)
         blocked = {"future": i[None, :] > i[:, None], "future_and_diagonal": i[None, :] >= i[:, None],
-                   "past": i[None, :] < i[:, None]}[self.k.causal]
+                   "past": i[None, :] < i[:, None], "after_next": i[None, :] > i[:, None] + 1,
+                   "none": torch.zeros(seq_len, seq_len, dtype=torch.bool)}[self.k.causal]
         if self.k.bool_helper:
             return self.to_additive_mask(blocked, dtype)
         return torch.zeros(seq_len, seq_len, dtype=dtype, device=device).masked_fill(blocked, float("-inf"))
@@ -136,7 +154,7 @@ class _Model:
             union += [blocked(key_padding_mask)[:, None, None, :]] if key_padding_mask is not None else []
             return self.to_additive_mask(union[0] | union[-1], dtype) if union else None
         merged = self.to_additive_mask(attn_mask, dtype)
-        if key_padding_mask is None:
+        if key_padding_mask is None or not self.k.merge_keeps_padding:
             return merged
         keys = self.to_additive_mask(key_padding_mask, dtype)
         keys = keys[:, None, None, :] if self.k.padding_axis == "keys" else keys[:, None, :, None]
@@ -157,8 +175,9 @@ class _Model:
             q, k, v = qkv.chunk(3, dim=-1)
             if self.k.qkv_order == "kqv":
                 q, k = k, q
-            if self.k.value_from == "q":
-                v = q
+            v = {"v": v, "q": q, "k": k}[self.k.value_from]
+            if self.k.qk_from:
+                q = k = {"q": q, "k": k}[self.k.qk_from]
             q, k, v = (self.split_heads(t, h_used) for t in (q, k, v))
         mask = self.merge_masks(attn_mask if self.k.uses_attn_mask else None,
                                 key_padding_mask if self.k.uses_key_padding else None, dtype=x.dtype)
@@ -175,7 +194,7 @@ class _Model:
         return y, weights.mean(dim=1) if self.k.average_weights else weights
 
     def block(self, p, init, x, attn_mask=None, key_padding_mask=None):
-        eps = init.get("layer_norm_eps", 1e-5) if self.k.use_eps else 1e-5
+        eps = init.get("layer_norm_eps", 1e-5)
         activation = init.get("activation", "relu")
         if activation not in ("relu", "gelu"):
             raise ValueError(activation)
@@ -188,16 +207,21 @@ class _Model:
         d = init["d_model"]
 
         def norm(name, t):
-            if name == "norm2" and ("pre" if norm_first else "post") in self.k.shared_norm:
-                name = "norm1"
-            return F.layer_norm(t, (d,), p[f"{name}.weight"], p[f"{name}.bias"], eps)
+            if ("pre" if norm_first else "post") in self.k.shared_norm:
+                name = self.k.shared_norm_used
+            return F.layer_norm(t, (d,), p[f"{name}.weight"], p[f"{name}.bias"],
+                                1e-5 if name in self.k.default_eps_in else eps)
 
         def attend(t):
+            if self.k.sublayer_dropped == "attn":
+                return torch.zeros_like(t)
             if not self.k.block_passes_masks:
                 return self.mhsa(p, "attn.", init, t)
             return self.mhsa(p, "attn.", init, t, attn_mask, key_padding_mask)
 
         def feed_forward(t):
+            if self.k.sublayer_dropped == "ff":
+                return torch.zeros_like(t)
             return F.linear(act(F.linear(t, p["ff1.weight"], p["ff1.bias"])), p["ff2.weight"], p["ff2.bias"])
 
         def residual(kind, t, normalized):

@@ -47,82 +47,102 @@ def block_call(x, init=None, **fields) -> Call:
     return Call("TransformerBlock", (x,), fields.pop("kwargs", {}), init=init, state=state, dtype=x.dtype, **fields)
 
 
-def _sdpa_probes():
-    q, k, v = randn(1, 2, 3, 4), randn(2, 2, 5, 4), randn(3, 2, 5, 2)
-    q4, k4, v4 = randn(4, 2, 2, 3, 4), randn(5, 2, 2, 5, 4), randn(6, 2, 2, 5, 3)
+def _sdpa_probes(fresh=0):
+    q, k, v = randn(fresh + 1, 2, 3, 4), randn(fresh + 2, 2, 5, 4), randn(fresh + 3, 2, 5, 2)
+    q4, k4, v4 = randn(fresh + 4, 2, 2, 3, 4), randn(fresh + 5, 2, 2, 5, 4), randn(fresh + 6, 2, 2, 5, 3)
     half = tuple(t.to(torch.float16) for t in (q, k, v))
     sdpa = "scaled_dot_product_attention"
     return {
         "sdpa plain": Call(sdpa, (q, k, v)),
-        "sdpa bool mask": Call(sdpa, (q, k, v), {"attn_mask": _blocked(7, 3, 5)}),
-        "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": additive(_blocked(8, 2, 3, 5), F64)}),
-        "sdpa 4-D": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)}),
-        "sdpa float32": Call(sdpa, tuple(t.float() for t in (q, k, v)), {"attn_mask": _blocked(7, 3, 5)}),
-        "sdpa half": Call(sdpa, half, {"attn_mask": _blocked(7, 3, 5)}),
+        # Lq == Lk: scores computed the wrong way round (k q^T) give values here instead of an error
+        "sdpa square": Call(sdpa, (q4[0], k4[0, :, :3], v4[0, :, :3]), {"attn_mask": _blocked(fresh + 12, 3, 3)}),
+        "sdpa bool mask": Call(sdpa, (q, k, v), {"attn_mask": _blocked(fresh + 7, 3, 5)}),
+        "sdpa additive mask": Call(sdpa, (q, k, v), {"attn_mask": additive(_blocked(fresh + 8, 2, 3, 5), F64)}),
+        "sdpa 4-D": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(fresh + 9, 2, 2, 3, 5)}),
+        "sdpa float32": Call(sdpa, tuple(t.float() for t in (q, k, v)), {"attn_mask": _blocked(fresh + 7, 3, 5)}),
+        "sdpa half": Call(sdpa, half, {"attn_mask": _blocked(fresh + 7, 3, 5)}),
         "sdpa large": Call(sdpa, (q * 40, k * 40, v)),
-        "sdpa grad": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(9, 2, 2, 3, 5)},
-                          grad_outputs=(randn(10, 2, 2, 3, 3), randn(11, 2, 2, 3, 5))),
+        "sdpa grad": Call(sdpa, (q4, k4, v4), {"attn_mask": _blocked(fresh + 9, 2, 2, 3, 5)},
+                          grad_outputs=(randn(fresh + 10, 2, 2, 3, 3), randn(fresh + 11, 2, 2, 3, 5))),
     }
 
 
-def _heads_probes():
+def _heads_probes(fresh=0):
     return {
-        "split": Call("split_heads", (randn(1, 2, 3, 6), 2)),
-        "split three heads": Call("split_heads", (randn(2, 2, 4, 6), 3)),
-        "split size one": Call("split_heads", (randn(3, 1, 1, 4), 4)),
-        "merge": Call("merge_heads", (randn(4, 2, 2, 3, 3),)),
-        "merge size one": Call("merge_heads", (randn(5, 1, 1, 1, 2),)),
+        "split": Call("split_heads", (randn(fresh + 1, 2, 3, 6), 2)),
+        "split three heads": Call("split_heads", (randn(fresh + 2, 2, 4, 6), 3)),
+        "split size one": Call("split_heads", (randn(fresh + 3, 1, 1, 4), 4)),
+        "merge": Call("merge_heads", (randn(fresh + 4, 2, 2, 3, 3),)),
+        "merge size one": Call("merge_heads", (randn(fresh + 5, 1, 1, 1, 2),)),
     }
 
 
-def _masks_probes():
-    float32_mask = additive(_blocked(3, 3, 4), torch.float32)
+def _masks_probes(fresh=0):
+    float32_mask = additive(_blocked(fresh + 3, 3, 4), torch.float32)
     return {
-        "to_additive bool": Call("to_additive_mask", (_blocked(1, 3, 4), F64)),
+        "to_additive bool": Call("to_additive_mask", (_blocked(fresh + 1, 3, 4), F64)),
         "to_additive float": Call("to_additive_mask", (float32_mask, F64)),
         "causal": Call("causal_mask", (4,), {"dtype": F64}),
         "causal default": Call("causal_mask", (3,)),
         "padding list": Call("padding_mask", ([2, 4, 1],)),
         "padding tensor": Call("padding_mask", (torch.tensor([2, 4, 1]), 6)),
-        "merge both": Call("merge_masks", (_blocked(4, 4, 4), padding_blocked([2, 4], 4), F64)),
+        "merge both": Call("merge_masks", (_blocked(fresh + 4, 4, 4), padding_blocked([2, 4], 4), F64)),
         "merge padding": Call("merge_masks", (None, additive(padding_blocked([3, 1], 4), torch.float32), F64)),
-        "merge per batch": Call("merge_masks", (additive(_blocked(5, 2, 1, 4, 4), torch.float32), None, F64)),
+        "merge per batch": Call("merge_masks", (additive(_blocked(fresh + 5, 2, 1, 4, 4), torch.float32), None, F64)),
     }
 
 
-def _mhsa_probes():
-    x = randn(1, 2, 4, 8)
+def _mhsa_probes(fresh=0):
+    x = randn(fresh + 1, 2, 4, 8)
+    state = mhsa_state(8, seed=10 + fresh)
+
+    def probe(x, **fields):
+        return mhsa_call(x, state=state, **fields)
+
     padding = padding_blocked([2, 4], 4)
     causal_padding = {"attn_mask": causal_blocked(4), "key_padding_mask": padding, "need_weights": True}
     return {
-        "mhsa plain": mhsa_call(x, kwargs={"need_weights": True}),
-        "mhsa attn mask": mhsa_call(x, kwargs={"attn_mask": _blocked(2, 4, 4), "need_weights": True}),
-        "mhsa key padding": mhsa_call(x, kwargs={"key_padding_mask": padding, "need_weights": True}),
-        "mhsa causal + padding": mhsa_call(x, kwargs=causal_padding),
-        "mhsa four heads": mhsa_call(x, h=4, kwargs={"need_weights": True}),
-        "mhsa batch of one": mhsa_call(x[:1], kwargs={"need_weights": True}),
-        "mhsa large": mhsa_call(x * 40),
-        "mhsa grad": mhsa_call(x, kwargs={"attn_mask": causal_blocked(4)}, grad_outputs=(randn(3, 2, 4, 8),)),
+        "mhsa plain": probe(x, kwargs={"need_weights": True}),
+        "mhsa attn mask": probe(x, kwargs={"attn_mask": _blocked(fresh + 2, 4, 4), "need_weights": True}),
+        "mhsa key padding": probe(x, kwargs={"key_padding_mask": padding, "need_weights": True}),
+        "mhsa causal + padding": probe(x, kwargs=causal_padding),
+        "mhsa four heads": probe(x, h=4, kwargs={"need_weights": True}),
+        "mhsa batch of one": probe(x[:1], kwargs={"need_weights": True}),
+        "mhsa large": probe(x * 40),
+        "mhsa grad": probe(x, kwargs={"attn_mask": causal_blocked(4)}, grad_outputs=(randn(fresh + 3, 2, 4, 8),)),
     }
 
 
-def _block_probes():
-    x = randn(1, 2, 4, 8)
+def _block_probes(fresh=0):
+    x = randn(fresh + 1, 2, 4, 8)
+    state = block_state(8, 16, seed=20 + fresh)
+
+    def probe(x, init=None, **fields):
+        return block_call(x, init, state=state, **fields)
+
     masks = {"attn_mask": causal_blocked(4), "key_padding_mask": padding_blocked([2, 4], 4)}
     return {
-        "block post-LN": block_call(x),
-        "block pre-LN gelu": block_call(x, {"norm_first": True, "activation": "gelu"}),
-        "block masks": block_call(x, kwargs=masks),
-        "block pre-LN masks": block_call(x, {"norm_first": True}, kwargs=masks),
-        "block four heads causal": block_call(x, {"num_heads": 4}, kwargs={"attn_mask": causal_blocked(4)}),
-        "block batch of one": block_call(x[:1]),
-        "block large": block_call(x * 40),
-        "block grad": block_call(x, {"norm_first": True}, kwargs=masks, grad_outputs=(randn(3, 2, 4, 8),)),
+        "block post-LN": probe(x),
+        "block pre-LN gelu": probe(x, {"norm_first": True, "activation": "gelu"}),
+        "block masks": probe(x, kwargs=masks),
+        "block pre-LN masks": probe(x, {"norm_first": True}, kwargs=masks),
+        "block four heads causal": probe(x, {"num_heads": 4}, kwargs={"attn_mask": causal_blocked(4)}),
+        "block batch of one": probe(x[:1]),
+        "block large": probe(x * 40),
+        "block grad": probe(x, {"norm_first": True}, kwargs=masks, grad_outputs=(randn(fresh + 3, 2, 4, 8),)),
     }
 
 
-PROBES = {"sdpa": _sdpa_probes(), "heads": _heads_probes(), "masks": _masks_probes(), "mhsa": _mhsa_probes(),
-          "block": _block_probes()}
+def build_probes(fresh: int = 0) -> dict:
+    """part -> {key: Call}; `fresh` shifts every seed, for the same probes on other values."""
+    return {"sdpa": _sdpa_probes(fresh), "heads": _heads_probes(fresh), "masks": _masks_probes(fresh),
+            "mhsa": _mhsa_probes(fresh), "block": _block_probes(fresh)}
+
+
+PROBES = build_probes()
+# The same probes on values the diagnosis never sees: what a named mistake must also reproduce
+# there (autograder/diagnosis/heldout.py measures the diagnosis against them).
+FRESH_PROBES = build_probes(fresh=1000)
 
 
 @dataclass
@@ -139,8 +159,8 @@ class Observed:
 class Session:
     """The submission behind a Backend, called at most once per distinct probe."""
 
-    def __init__(self, backend):
-        self.backend = backend
+    def __init__(self, backend, probes=PROBES):
+        self.backend, self.probes = backend, probes
         self._seen = {}
 
     def observe(self, key: str, call: Call) -> Observed:
