@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import grading, results
+from autograder import grading, results, reviews
 from autograder import rubric as rubric_file
 from autograder.context import SUITE_CHOICES
 from autograder.errors import clean_name
@@ -112,9 +112,7 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
               "to grade the rest (finished grades are kept)")
         return 130
     progress.close()
-    from autograder.commands import review  # a decision taken on a hold survives a rerun (--force)
-
-    review.reapply(out, [s.name for s in todo])
+    reviews.reapply(out, [s.name for s in todo])  # a decision taken on a hold survives a rerun (--force)
     table = write_csv(out, submissions, rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     return 0

@@ -78,8 +78,8 @@ def test_name(test) -> str:
 
 
 def rows(grade: Grade, rubric) -> list:
-    """The rows of results.json: one per test, the knowledge and timing rows that were graded,
-    adjustments (a late penalty), then one summary row per part (no points of their own: the rows with
+    """The rows of results.json: one per test, the knowledge and timing rows (without points where
+    the part was not graded), adjustments (a late penalty), then one summary row per part (no points of their own: the rows with
     points add up to the total). Every row with points has a status. Hidden-test rows, and the part
     rows that reveal them, take the rubric's visibility."""
     shown = rubric.results
@@ -92,13 +92,13 @@ def rows(grade: Grade, rubric) -> list:
                     "visibility": shown.hidden_visibility if t.suite == "hidden" else "visible",
                     "tags": [t.part, t.suite]})
     for r in (*grade.rows, *grade.adjustments):
-        if r.status not in ("passed", "failed"):
-            # Not graded (timing without CUDA): no points either way, and Gradescope has no status
-            # for it. A row without one is marked by its score, and 0 of 0 shows as passed; the
-            # part's notes say why it was not graded, in the summary and in the part's row.
-            continue
-        out.append({"name": r.name, "score": points(r.units), "max_score": points(r.max_units), "status": r.status,
-                    "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]})
+        row = {"name": r.name, "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
+        if r.status in ("passed", "failed"):
+            row |= {"score": points(r.units), "max_score": points(r.max_units), "status": r.status}
+        # else not graded (timing without CUDA, a knowledge check withheld until the due date):
+        # Gradescope has no status for it, and a row with a score of 0 of 0 shows as passed; a row
+        # with no score at all, like the part rows, only shows its name and why.
+        out.append(row)
     if shown.part_rows:
         for p in grade.parts.values():
             has_hidden = any(t.part == p.name and t.suite == "hidden" for t in grade.tests)

@@ -249,5 +249,6 @@ def test_a_batch_is_unaffected_by_its_siblings_attacks(closed_python, tmp_path):
     assert "whoami: uid 0 CapEff 0000000000000000" in prlimit, "the batch's workers were meant to stay root"
     assert "cheat: no other process limited" in prlimit
     assert "cheat: fanotify refused" in fanotify
-    for text in (prlimit, fanotify):
-        assert json.loads(text)["extra_data"]["status"] == "graded"
+    for text in (prlimit, fanotify):  # importing ctypes is a person's question; the tests ran all the same
+        assert json.loads(text)["extra_data"]["status"] == "held"
+        assert "imports ctypes" in json.loads(text)["extra_data"]["held"]["reasons"][0]

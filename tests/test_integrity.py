@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import grading, results
+from autograder import grading, results, reviews
 from autograder import rubric as rubric_file
 from autograder.commands import review
 from autograder.paths import REFERENCE
@@ -103,9 +103,9 @@ def test_review_releases_a_grade_and_a_rerun_keeps_the_decision(tmp_path, capsys
     # not to a hold with other reasons (a changed submission).
     write(out / "alice.json", held_results("alice"))
     write(out / "bob.json", held_results("bob"))
-    review.record(out, "bob", "confirm")
+    reviews.record(out, "bob", "confirm")
     write(out / "bob.json", held_results("bob", reasons=("line 40: uses exec, which the grader cannot follow",)))
-    assert review.reapply(out, ["alice", "bob"]) == ["alice"]
+    assert reviews.reapply(out, ["alice", "bob"]) == ["alice"]
     assert json.loads((out / "alice.json").read_text())["score"] == 12.0
     assert json.loads((out / "bob.json").read_text())["extra_data"]["status"] == "held"
 

@@ -50,8 +50,15 @@ def weight_suspects(q, k, v, mask=None):
         suspects.append((weights(mask=None),
                          "the mask was ignored: add it (as -inf where blocked) to the scores before "
                          "the softmax."))
-        scores = q @ k.transpose(-2, -1) / d_k ** 0.5  # blocked scores set to 0: -score added there
-        suspects.append((weights(mask=torch.where(mask, -scores, torch.zeros_like(scores))),
+
+        def blocked_scores_zeroed():  # a key of zeros scores 0: one query at a time, its blocked keys zeroed
+            batch = q.shape[:-2]
+            allowed = (~mask).to(k.dtype).expand(*batch, q.shape[-2], k.shape[-2])
+            keys, values = k.expand(*batch, *k.shape[-2:]), v.expand(*batch, *v.shape[-2:])
+            return torch.cat([sdpa_expected(q[..., i:i + 1, :], keys * allowed[..., i, :, None], values).weights
+                              for i in range(q.shape[-2])], dim=-2)
+
+        suspects.append((blocked_scores_zeroed,
                          "blocked scores were set to 0, not -inf: a score of 0 still gets a share of the "
                          "softmax. Fill blocked positions with float('-inf') (handout, section 1.5)."))
     return suspects

@@ -9,13 +9,12 @@ A decision rewrites the student's results file and grades.csv through the one re
 rerun of the batch (`--force`) applies it again to the same hold; a changed submission whose hold has
 other reasons is held again, for a new look.
 """
-import json
 from pathlib import Path
 
-from autograder import results
+from autograder import batch, results
 from autograder import rubric as rubric_file
+from autograder.reviews import REVIEWS_FILE, held, record
 
-REVIEWS_FILE = "reviews.json"
 DONE = {"release": "released", "confirm": "confirmed"}
 
 
@@ -51,16 +50,6 @@ def run(args) -> int:
     return 0
 
 
-def held(out: Path) -> dict:
-    """name -> results of every result in `out` that is or was held for review."""
-    found = {}
-    for path in sorted(out.glob("*.json")):
-        data = results.load(path)
-        if data is not None and data["extra_data"].get("held"):
-            found[path.stem] = data
-    return found
-
-
 def listing(out: Path) -> str:
     entries = held(out)
     if not entries:
@@ -78,48 +67,6 @@ def listing(out: Path) -> str:
     return "\n".join(lines)
 
 
-def record(out: Path, name: str, decision: str, note: str = "") -> dict:
-    """Apply `decision` to `name`'s held grade, and record it for reruns; the new results."""
-    path = out / f"{name}.json"
-    data = results.load(path) if path.is_file() and path.parent == out else None
-    if data is None:
-        raise ValueError(f"no results for {results.printable(name)!r} in {out}")
-    hold = data["extra_data"].get("held")
-    if not hold:
-        raise ValueError(f"{results.printable(name)}'s grade is not held for review")
-    decided = results.decide(data, decision, note)
-    results.write_json_atomic(path, decided)
-    reviews = _reviews(out)
-    reviews[name] = {"decision": decision, "reasons": hold["reasons"], "note": note}
-    results.write_json_atomic(out / REVIEWS_FILE, reviews)
-    return decided
-
-
-def reapply(out: Path, names) -> list:
-    """After a (re)grade: the recorded decision applied again to each of `names` whose grade is held
-    for the very reasons it was taken on. The names it applied to."""
-    reviews = _reviews(out)
-    applied = []
-    for name in names:
-        taken = reviews.get(name)
-        data = results.load(out / f"{name}.json") if taken else None
-        hold = data["extra_data"].get("held") if data else None
-        if hold and hold.get("decision") is None and hold["reasons"] == taken["reasons"]:
-            results.write_json_atomic(out / f"{name}.json", results.decide(data, taken["decision"], taken["note"]))
-            applied.append(name)
-    return applied
-
-
 def rewrite_csv(out: Path, rubric) -> None:
-    from autograder import batch
-
     names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE and results.load(p) is not None)
     batch.write_csv(out, [batch.Submission(n, out / n) for n in names], rubric)
-
-
-def _reviews(out: Path) -> dict:
-    try:
-        data = json.loads((out / REVIEWS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
