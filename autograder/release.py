@@ -50,7 +50,8 @@ RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/comman
                             "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
                             "autograder/slot.py", "autograder/grade_file.py", "autograder/cluster.py",
                             "autograder/gradescope.py", "autograder/commands/gradebook.py",
-                            "autograder/commands/report.py", "autograder/classreport"]
+                            "autograder/commands/report.py", "autograder/classreport",
+                            "autograder/commands/review.py", "autograder/reviews.py"]
 
 
 def build_release(out: Path) -> Path:
