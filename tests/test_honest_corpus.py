@@ -1,7 +1,8 @@
 """Honest-but-unusual work (corpus/honest) keeps full marks on every code part: imports are not a
 grading rule, notebook magics and shell lines cost nothing, and no honest habit is held for review.
-Graded the way TAs grade: one batch over the whole corpus, and `grade` on the submissions that carry
-every habit at once."""
+Graded the way TAs grade: one batch over the whole corpus, and `grade` and Gradescope's runner on the
+submissions that carry every habit at once. (The nbgrader regrade of a student with an added import
+and a plotting cell is in tests/test_nbgrader_course.py.)"""
 import csv
 import importlib.util
 import json
@@ -17,6 +18,7 @@ from autograder.paths import REPO
 from autograder.static_check import scan
 
 HONEST = REPO / "corpus" / "honest"
+OUTSIDE = REPO / "corpus" / "honest_outside"  # written by a tester who never saw the grader's rules
 RUBRIC = rubric_file.load()
 CODE_PARTS = [name for name, part in RUBRIC.parts.items() if part.functions and name != "timing"]
 
@@ -74,19 +76,33 @@ def _full_marks_on_code_parts(data: dict) -> list:
     return lost + ([f"status {status}: {data['output'][:500]}"] if status != "graded" else [])
 
 
-def test_every_honest_submission_gets_full_marks_in_a_batch(tmp_path):
+@pytest.mark.parametrize("corpus", [HONEST, OUTSIDE], ids=["honest", "outside"])
+def test_every_honest_submission_gets_full_marks_in_a_batch(tmp_path, corpus):
     folder, out = tmp_path / "honest", tmp_path / "grades"
     folder.mkdir()
-    for name in SUBMISSIONS:
-        shutil.copy(HONEST / name, folder / name)
+    names = sorted(p.name for p in corpus.iterdir() if p.suffix in (".py", ".ipynb") and p.name != "build.py")
+    assert len(names) >= 13
+    for name in names:
+        shutil.copy(corpus / name, folder / name)
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(folder), "--batch", "--out", str(out),
                            "--jobs", "2", "--suite", "all"], cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
-    assert len(rows) == len(SUBMISSIONS)
+    assert len(rows) == len(names)
     problems = {name: _full_marks_on_code_parts(json.loads((out / f"{name}.json").read_text())) for name in rows}
     assert {name: p for name, p in problems.items() if p} == {}
     assert all(r["status"] == "graded" and r["review"] == "" for r in rows.values()), rows
+
+
+@pytest.mark.parametrize("name", ["all_habits.py", "nb_all_habits.ipynb"])
+def test_gradescopes_runner_gives_full_marks_to_every_habit_at_once(tmp_path, name):
+    """run_autograder under a fake /autograder, as Gradescope runs it on an upload."""
+    from autograder import gradescope
+    from tests.test_gradescope import run_autograder
+
+    bundle = gradescope.build_bundle(tmp_path / "bundle" / "autograder.zip")
+    upload = "mhsa.ipynb" if name.endswith(".ipynb") else "mhsa.py"
+    assert _full_marks_on_code_parts(run_autograder(bundle, tmp_path, {upload: HONEST / name})) == []
 
 
 @pytest.mark.parametrize("name", ["all_habits.py", "nb_all_habits.ipynb"])
