@@ -151,7 +151,7 @@ def test_the_corpus_covers_the_brief():
                      "interpreter_modules", "huge_message", "replace_describe", "large_output", "malformed_reply",
                      "stop_reading", "fill_disk", "dir_fd_read", "other_checkout", "network", "memory_bomb_forward",
                      "value_error_stubs",
-                     # every route around the scan and the monitor that issue 23 found
+                     # every route around the scan and the monitor found by attacking the grader
                      "deep_chain", "attrgetter_internals", "disable_torch_function", "disable_torch_dispatch",
                      "getattr_alias", "module_alias", "numpy_ctypes", "open_written_module",
                      "torch_hub_package_library"}

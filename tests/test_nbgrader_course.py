@@ -24,7 +24,7 @@ DUE, LATE = "2026-01-10 17:00:00 UTC", "2026-01-12 09:30:00 UTC"
 # Canvas user ids; the file each student uploaded, as the LMS download names it.
 FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS = "1001", "1002", "1003", "1004", "1005", "1006"
 EMPTIER, SPY, MISNAMED, EMPTY, UNTOUCHED, MAGICS = "1007", "1008", "1009", "1010", "1011", "1012"
-PLOTTER = "1013"  # an added import and an added plotting cell: imports are not a grading rule (issue 23)
+PLOTTER = "1013"  # an added import and an added plotting cell: imports are not a grading rule
 TAMPERERS = {EMPTIER, SPY}
 # Flagged although honest: her merge_heads cells pass in the kernel (heads 5), while the isolated
 # suite's split/merge round trips fail with her split_heads (heads 3.33). The flag sends her
