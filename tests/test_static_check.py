@@ -84,6 +84,15 @@ def test_library_attention_is_forbidden(snippet, fragment):
     ("def f():\n    exec('x = 1')\n", "exec"),
     ("import pickle\n", "pickle"),
     ("x = globals()['F']\n", "globals"),
+    # code that never appears in the source: routes an outside tester found through allowed modules
+    ("import torch\nunit = torch.jit.CompilationUnit('def f(x):\\n    return x')\n", "torch.jit"),
+    ("import torch\nf = torch.jit.load(buffer)\n", "torch.jit"),
+    ("import io, numpy\nfused = numpy.load(io.BytesIO(blob), allow_pickle=True)\n", "allow_pickle"),
+    ("import torch\nstate = torch.load(path, weights_only=flag)\n", "weights_only"),
+    ("import torch\nloads = torch.serialization.pickle.loads\n", "pickle"),
+    ("import typing\nhints = typing.get_type_hints(f)\n", "get_type_hints"),
+    ("import timeit\ntimeit.timeit('x = 1')\n", "code in a string"),
+    ("import timeit\ntimeit.Timer(stmt='f()' + extra)\n", "code in a string"),
     ("ok = 'F' in globals(__builtins__)\n", "globals"),
     ("names = 'x' in globals().keys() or globals()\n", "globals"),
     ("import torch\ndef f():\n    for name in ('nn', '_C'):\n        getattr(torch, name)\n", "computed name"),
@@ -118,6 +127,8 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "class A:\n    def reset(self):\n        for name in ('q_proj', 'k_proj'):\n            getattr(self, name).reset()\n",
     "print(padding_mask([3, 1], 4) if 'padding_mask' in globals() else 'not yet')\n",
     "if 'model' not in locals():\n    model = None\n",
+    "import timeit\nprint(timeit.timeit(lambda: sum(range(9)), number=3))\n",
+    "import numpy as np\nimport torch\nx = np.load('a.npy', allow_pickle=False)\nw = torch.load('w.pt', weights_only=True)\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
     assert scan(snippet) == []
