@@ -308,6 +308,16 @@ def load(path: Path) -> dict | None:
     return data if ok else None
 
 
+def read_json_record(path: Path) -> dict:
+    """A record the grader keeps beside results (reviews.json, the gradebook's accepted.json): its
+    object, or {} when it is missing, unreadable or not an object (nothing recorded yet)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(path, json.dumps(data, indent=2))
 

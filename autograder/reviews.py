@@ -6,7 +6,6 @@ is kept in GRADES/reviews.json with the reasons it was taken on, so that a rerun
 reasons is held again, for a new look. The `review` command (autograder/commands/review.py) and the
 batch use it.
 """
-import json
 from pathlib import Path
 
 from autograder import results
@@ -57,8 +56,4 @@ def reapply(out: Path, names) -> list:
 
 
 def _reviews(out: Path) -> dict:
-    try:
-        data = json.loads((out / REVIEWS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return results.read_json_record(out / REVIEWS_FILE)

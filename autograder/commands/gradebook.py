@@ -521,11 +521,9 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
 
 
 def read_accepted(store: Path) -> dict:
-    try:
-        data = json.loads((store / ACCEPTED).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    from autograder import results
+
+    return results.read_json_record(store / ACCEPTED)
 
 
 def checksum(path: Path) -> str:
