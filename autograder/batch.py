@@ -11,58 +11,22 @@ through what it prints): a grade that times out, crashes or cannot start still g
 with score 0, the usual maximum and the reason; a slot that hangs is killed, one that dies is
 replaced, and the batch itself never stops for one submission. OUT/grades.csv is rebuilt from the
 results files. With --scheduler the same submissions go to a Dask cluster (autograder/cluster.py),
-with the same results files. The Gradescope runner grades its one submission the same way
-(grade_in_child).
+with the same results files. The slots, and the failure results, are autograder/slot.py's, which
+every runner shares.
 """
 import csv
 import io
-import shutil
 import sys
-import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import grading, results, reviews
 from autograder import rubric as rubric_file
-from autograder.context import SUITE_CHOICES
 from autograder.errors import clean_name
+from autograder.grade_file import GradeOptions
 from autograder.isolation import resolve
-from autograder.slot import POLL_S, SLOT_COMMAND, Slot, grade_in_slot, kill_after, settle
+from autograder.slot import SLOT_COMMAND, discover, grade_in_slots
 
 FAILURES = grading.STATUSES[1:]  # results without a grade
-
-
-@dataclass(frozen=True)
-class Submission:
-    name: str   # the results file is OUT/<name>.json and the CSV row is named so
-    path: Path
-
-
-def discover(folder: Path) -> list[Submission]:
-    """The submissions in `folder`, sorted: .py files, notebooks and folders; hidden names skipped,
-    links skipped with a message (a link could point at the reference or at /dev/zero).
-    Entries whose names would share a results file (alice.py and alice/) keep their full names."""
-    entries = []
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix in (".py", ".ipynb")):
-            continue
-        if p.is_symlink():
-            print(f"skipped {clean_name(p.name)}: a symbolic link, not a submission (copy the file itself into {folder})")
-            continue
-        entries.append(p)
-    # Names are cleaned (errors.clean_name) before they are made unique: a file name's escape sequences
-    # must not reach the results file's name, grades.csv or the terminal.
-    names = [clean_name(p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name)
-             for p in entries]
-    names = [clean_name(p.name) if names.count(n) > 1 else n for p, n in zip(entries, names)]
-    for i, name in enumerate(names):  # alice.py.py is "alice.py" beside the file alice.py: number it
-        if names[:i].count(name):
-            names[i] = f"{name}~{names[:i].count(name) + 1}"
-    return [Submission(name, p.absolute()) for p, name in zip(entries, names)]
-
-
-load_results = results.load
 
 
 def run(args, rubric=None, command=SLOT_COMMAND) -> int:
@@ -82,30 +46,27 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
         if refusal:
             print(refusal)
             return 2
-    rubric = rubric or rubric_file.load()
-    if getattr(args, "after_due_date", False):  # the children get the option too (child_options)
-        from autograder import knowledge
-
-        rubric = knowledge.scored_after_due(rubric)
     out = Path(out).resolve()
+    options = GradeOptions.from_args(args).hiding(folder, out)
+    rubric = options.scored(rubric or rubric_file.load())  # as each slot's grade scores it
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
         stale.unlink(missing_ok=True)
     submissions = discover(folder)
-    todo = [s for s in submissions if args.force or load_results(out / f"{s.name}.json") is None]
-    isolation = "sandbox" if scheduler else resolve(args.isolation).level
-    child_args = child_options(args, hide=[folder, out, *args.hide])
-    max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all", args.timing_device)
+    todo = [s for s in submissions if args.force or results.load(out / f"{s.name}.json") is None]
+    max_units = options.max_units(rubric)
     progress = Progress(len(submissions), len(submissions) - len(todo))
     try:
         if scheduler:
             from autograder import cluster
 
-            code = cluster.grade_all(scheduler, todo, out, child_args, rubric, max_units, progress)
+            code = cluster.grade_all(scheduler, todo, out, options, rubric, max_units, progress)
             if code:
                 return code
         else:
-            grade_locally(todo, out, child_args, rubric, isolation, max_units, progress, args.jobs, command)
+            grade_in_slots(todo, out, options, rubric, resolve(options.isolation).level, max_units, args.jobs,
+                           lambda sub, status: progress.advance(sub.name, status, results.load(out / f"{sub.name}.json")),
+                           progress.draw, command)
     except KeyboardInterrupt:
         progress.close()
         print("interrupted: the submissions in flight were dropped; rerun the same command "
@@ -113,79 +74,9 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
         return 130
     progress.close()
     reviews.reapply(out, [s.name for s in todo])  # a decision taken on a hold survives a rerun (--force)
-    table = write_csv(out, submissions, rubric)
+    table = results.write_grades_csv(out, [s.name for s in submissions], rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     return 0
-
-
-def grade_locally(todo: list, out: Path, child_args: list, rubric, isolation: str, max_units: int,
-                  progress: "Progress", jobs: int, command) -> None:
-    """`todo` graded by `jobs` slots on this machine; a slot that is killed or dies is replaced."""
-    todo = list(todo)
-    logs = Path(tempfile.mkdtemp(prefix="mhsa-batch-"))
-    slots: list[Slot | None] = [None] * max(1, min(jobs, len(todo)))
-    try:
-        while todo or any(s is not None and s.busy for s in slots):
-            for i, slot in enumerate(slots):
-                if todo and (slot is None or not slot.alive) and (slot is None or not slot.busy):
-                    slot = slots[i] = Slot([*command], child_args, logs / f"slot-{i}.log")
-                if todo and not slot.busy:
-                    sub = todo.pop(0)
-                    slot.send(sub.name, sub.path, out / f"{sub.name}.json")
-            time.sleep(POLL_S)
-            progress.draw(sum(s is not None and s.busy for s in slots))
-            for slot in slots:
-                attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
-                if attempt is not None:
-                    target = out / f"{attempt.name}.json"
-                    status = settle(attempt, target, rubric, isolation, max_units)
-                    progress.advance(attempt.name, status, load_results(target))
-    finally:
-        for slot in slots:
-            if slot is not None:
-                slot.kill() if slot.busy else slot.close()
-        shutil.rmtree(logs, ignore_errors=True)
-
-
-def child_options(args, hide) -> list:
-    """The `grade` options a child gets: the batch's own, and every folder it must hide."""
-    options = ["--suite", args.suite, "--isolation", args.isolation,
-               *(a for p in hide for a in ("--hide", str(Path(p).resolve())))]
-    if args.timeout:
-        options += ["--timeout", str(args.timeout)]
-    if args.timing_device:
-        options += ["--timing-device", args.timing_device]
-    if getattr(args, "days_late", 0):
-        options += ["--days-late", str(args.days_late)]
-    if getattr(args, "after_due_date", False):
-        options.append("--after-due-date")
-    return options
-
-
-def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isolation: str, max_units: int,
-                   command=SLOT_COMMAND) -> str:
-    """Grade one submission in a grader process of its own within the rubric's whole-submission
-    limit; its results file is at `target` whatever happens. Returns the status."""
-    logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
-    slot = Slot([*command], child_args, logs / "slot.log")
-    try:
-        return grade_in_slot(slot, sub.name, sub.path, target, rubric, isolation, max_units)
-    finally:
-        slot.close()
-        shutil.rmtree(logs, ignore_errors=True)
-
-
-def write_csv(out: Path, submissions: list, rubric) -> str:
-    """grades.csv from the results files alone, so that it is right however the batch was interrupted."""
-    buffer = io.StringIO()
-    writer = results.SpreadsheetWriter(buffer)
-    writer.writerow(results.csv_header(rubric))
-    for sub in submissions:
-        data = load_results(out / f"{sub.name}.json")
-        if data is not None:
-            writer.writerow(results.csv_row(sub.name, data, rubric))
-    results.write_atomic(out / "grades.csv", buffer.getvalue())
-    return buffer.getvalue()
 
 
 def summary(table: str, out: Path, total: int, graded_now: int) -> str:

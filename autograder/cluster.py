@@ -15,8 +15,8 @@ A worker that dies mid-grade is retried on another; a submission that kills work
 as crashed (the scheduler's allowed_failures). With the timing part on CUDA the grade runs only on
 workers that declare the resource GPU (`dask worker ... --resources GPU=1`).
 """
+import dataclasses
 import functools
-import hashlib
 import os
 import signal
 import socket
@@ -27,14 +27,13 @@ import threading
 import uuid
 from pathlib import Path
 
-from autograder import grading, paths, results
+from autograder import paths, results
+from autograder.grade_file import GradeOptions, write_failure
 from autograder.isolation import resolve
-from autograder.slot import SLOT_COMMAND, Slot, grade_in_slot
+from autograder.slot import SLOT_COMMAND, Slot, Submission, grade_in_slot
 
 ALLOWED_FAILURES = 1  # worker deaths a task survives: one retry elsewhere, then KilledWorker
 CONNECT_TIMEOUT_S = 60
-# What a grade depends on besides the submission: every worker must hold exactly these.
-GRADER_FILES = ("autograder", "gpu_checks", "tests_public", "tests_hidden", "rubric.toml", "pyproject.toml")
 
 
 def refusal(args) -> str | None:
@@ -52,15 +51,9 @@ def refusal(args) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def grader_version() -> str:
-    """A checksum of the grader: the grading code, the suites (hidden ones included) and the rubric,
-    taken once per process (a worker whose checkout changed under it must be restarted)."""
-    digest = hashlib.sha256()
-    for name in GRADER_FILES:
-        root = paths.REPO / name
-        for path in sorted([root] if root.is_file() else root.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                digest.update(str(path.relative_to(paths.REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    """A checksum of the grader (paths.GRADER_FILES: the grading code, the suites, the reference, the
+    rubric), taken once per process (a worker whose checkout changed under it must be restarted)."""
+    return paths.grader_checksum()
 
 
 def worker_report() -> dict:
@@ -111,7 +104,7 @@ def unpack(name: str, kind: str, files: dict, into: Path) -> Path:
 _local = threading.local()  # each worker thread's slot, kept between tasks
 
 
-def _slot(options: list) -> Slot:
+def _slot(options: GradeOptions) -> Slot:
     slot = getattr(_local, "slot", None)
     if slot is not None and (not slot.alive or _local.options != options):
         slot.close()
@@ -123,7 +116,7 @@ def _slot(options: list) -> Slot:
     return slot
 
 
-def grade_on_worker(name: str, kind: str, files: dict, options: list, max_units: int, version: str) -> dict:
+def grade_on_worker(name: str, kind: str, files: dict, options: GradeOptions, max_units: int, version: str) -> dict:
     """The task: grade one submission on this worker through its slot; the results file's data."""
     from autograder import rubric as rubric_file
 
@@ -134,18 +127,18 @@ def grade_on_worker(name: str, kind: str, files: dict, options: list, max_units:
         path = unpack(name, kind, files, Path(scratch) / "submission")
         target = Path(scratch) / "results" / f"{name}.json"
         target.parent.mkdir()
-        grade_in_slot(_slot(options), name, path, target, rubric, "sandbox", max_units)
+        grade_in_slot(_slot(options), Submission(name, path), target, rubric, "sandbox", max_units)
         return results.load(target)
 
 
-def grade_all(address: str, todo: list, out: Path, child_args: list, rubric, max_units: int, progress) -> int:
+def grade_all(address: str, todo: list, out: Path, options: GradeOptions, rubric, max_units: int, progress) -> int:
     """Grade `todo` on the cluster at `address`, each result written into OUT as it comes; 2 if refused."""
     from distributed import Client, as_completed
 
     version = grader_version()
-    options = _sandboxed(child_args)
-    timing_on_cuda = "--timing-device" in options and options[options.index("--timing-device") + 1] == "cuda" or (
-        "--timing-device" not in options and "timing" in rubric.parts and rubric.parts["timing"].device == "cuda")
+    options = dataclasses.replace(options, isolation="sandbox")
+    timing_device = options.timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else None)
+    timing_on_cuda = timing_device == "cuda"
     with Client(address, timeout=CONNECT_TIMEOUT_S) as client:
         client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
         workers, problem = check_workers(client, version)
@@ -162,32 +155,30 @@ def grade_all(address: str, todo: list, out: Path, child_args: list, rubric, max
             futures[future] = sub
         for future in as_completed(futures):
             sub = futures[future]
-            data = _result(future, sub.name, rubric, max_units)
-            results.write_json_atomic(out / f"{sub.name}.json", data)
-            progress.advance(sub.name, data["extra_data"]["status"], data)
+            target = out / f"{sub.name}.json"
+            status = _settle(future, target, sub.name, rubric, max_units)
+            progress.advance(sub.name, status, results.load(target))
     return 0
 
 
-def _sandboxed(child_args: list) -> list:
-    options = list(child_args)
-    options[options.index("--isolation") + 1] = "sandbox"
-    return options
-
-
-def _result(future, name: str, rubric, max_units: int) -> dict:
-    """The task's results data; a task that failed on the cluster gets a "crashed" result saying why."""
+def _settle(future, target: Path, name: str, rubric, max_units: int) -> str:
+    """The task's results written at `target`; a task that failed on the cluster gets a "crashed" result
+    saying why. Returns the status."""
     from distributed.scheduler import KilledWorker
 
     try:
-        return future.result()
+        data = future.result()
     except KilledWorker:
         message = (f"The grading machines running this submission died {ALLOWED_FAILURES + 1} times while grading "
                    "it. Score 0 until an instructor regrades it.")
     except Exception as err:  # noqa: BLE001 - any failure on the cluster is this submission's result, not the batch's end
         message = (f"The grader failed on the cluster while grading this submission ({type(err).__name__}: {err}). "
                    "Score 0 until an instructor regrades it.")
-    grade = grading.failure(name, "crashed", message, max_units, "sandbox")
-    return results.to_gradescope(grade, rubric)
+    else:
+        results.write_json_atomic(target, data)
+        return data["extra_data"]["status"]
+    write_failure(target, name, "crashed", message, rubric, max_units, "sandbox")
+    return "crashed"
 
 
 class LocalCluster:

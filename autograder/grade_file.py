@@ -1,11 +1,13 @@
-"""One submission graded in this process: the grade options, the whole-submission watchdog, the results file.
+"""One submission graded in this process: the grade options, the whole-submission time limit, the failure results.
 
 `grade PATH` (autograder/commands/grade.py) and every grader slot (autograder/slot.py, which batches,
 clusters, Gradescope and the gradebook reach) grade a file through `grade_one`, so each route keeps the
-same limits and writes the same results.
+same limits and writes the same results. A runner hands a slot its options as `GradeOptions.to_argv()`;
+the slot reads them back with the same parser (`GradeOptions.add_arguments`, `from_args`).
 """
 import os
 import threading
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from autograder.context import SUITE_CHOICES, TIMING_DEVICES
@@ -17,27 +19,109 @@ from autograder.submission import GradingError
 WRAP_UP_S = 10.0
 
 
-def add_grade_options(p) -> None:
-    """The options of one grade: the same for `grade`, a batch's grader slots and a cluster's workers."""
-    p.add_argument("--suite", choices=sorted(SUITE_CHOICES), default="all", help="test suites to run (default: all)")
-    p.add_argument("--timeout", type=float, help="seconds one call into student code may take")
-    p.add_argument("--isolation", choices=("auto", *LEVELS), default="auto",
-                   help="auto (default): the strongest level this machine supports")
-    p.add_argument("--timing-device", choices=TIMING_DEVICES, default=None,
-                   help="where the timing part runs: auto (CUDA when present, else not graded), cuda, or cpu "
-                        "(CPU-sized configs; proves the harness, or grades speed on a course without GPUs). "
-                        "Default: the rubric's [parts.timing] device, else auto")
-    p.add_argument("--days-late", type=float, default=0.0,
-                   help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
-    p.add_argument("--hide", type=Path, action="append", default=[], help="another path the submission must not read (repeatable)")
-    p.add_argument("--after-due-date", action="store_true",
-                   help="the work was collected after the due date (no one can resubmit against this run's feedback): "
-                        "the knowledge check is scored per question whatever rubric.toml's [parts.knowledge] due says")
+@dataclass(frozen=True)
+class GradeOptions:
+    """The options of one grade: the same for `grade`, a batch's grader slots, a cluster's workers,
+    Gradescope's runner and the gradebook's isolated pass. Hidden paths are kept absolute."""
+    suite: str = "all"
+    timeout: float | None = None          # seconds one call into student code may take
+    isolation: str = "auto"
+    timing_device: str | None = None      # None: the rubric's [parts.timing] device
+    days_late: float = 0.0
+    hide: tuple[Path, ...] = ()
+    after_due_date: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "hide", tuple(Path(p).resolve() for p in self.hide))
+
+    @staticmethod
+    def add_arguments(p) -> None:
+        """These options on an argparse parser (`grade`, `python -m autograder.slot`)."""
+        p.add_argument("--suite", choices=sorted(SUITE_CHOICES), default="all", help="test suites to run (default: all)")
+        p.add_argument("--timeout", type=float, help="seconds one call into student code may take")
+        p.add_argument("--isolation", choices=("auto", *LEVELS), default="auto",
+                       help="auto (default): the strongest level this machine supports")
+        p.add_argument("--timing-device", choices=TIMING_DEVICES, default=None,
+                       help="where the timing part runs: auto (CUDA when present, else not graded), cuda, or cpu "
+                            "(CPU-sized configs; proves the harness, or grades speed on a course without GPUs). "
+                            "Default: the rubric's [parts.timing] device, else auto")
+        p.add_argument("--days-late", type=float, default=0.0,
+                       help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
+        p.add_argument("--hide", type=Path, action="append", default=[],
+                       help="another path the submission must not read (repeatable)")
+        p.add_argument("--after-due-date", action="store_true",
+                       help="the work was collected after the due date (no one can resubmit against this run's "
+                            "feedback): the knowledge check is scored per question whatever rubric.toml's "
+                            "[parts.knowledge] due says")
+
+    @classmethod
+    def from_args(cls, args) -> "GradeOptions":
+        """The options of a parsed command line (any namespace holding every field)."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+    def to_argv(self) -> list[str]:
+        """These options as a command line that add_arguments parses back to them; defaults left out.
+        Every field's flag is its name: --timing-device for timing_device."""
+        argv = []
+        for f in fields(self):
+            value, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if value == f.default:
+                continue
+            if isinstance(value, bool):
+                argv.append(flag)
+            elif isinstance(value, tuple):
+                argv += [a for item in value for a in (flag, str(item))]
+            else:
+                argv += [flag, repr(value) if isinstance(value, float) else str(value)]
+        return argv
+
+    def hiding(self, *paths) -> "GradeOptions":
+        """These options with more paths hidden from the submission (a batch's input and output folders)."""
+        return replace(self, hide=(*self.hide, *paths))
+
+    def scored(self, rubric):
+        """The rubric these options grade with: per-question knowledge scores after the due date."""
+        if not self.after_due_date:
+            return rubric
+        from autograder import knowledge
+
+        return knowledge.scored_after_due(rubric)
+
+    def max_units(self, rubric) -> int:
+        """The maximum a grade with these options states, before it has run (a failure states it too)."""
+        from autograder import grading
+
+        return grading.planned_max_units(rubric, SUITE_CHOICES[self.suite], self.suite == "all", self.timing_device)
 
 
-def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, time_limit=None,
+def kill_after(rubric) -> float:
+    """Seconds after which a grader that has not answered is killed and its submission gets a `timeout`
+    result: the whole-submission limit, at which the grade itself stops and keeps what finished, plus
+    the time to do so. Every route keeps it: `grade`'s own backstop, and a slot's runner (slot.Slot.check)."""
+    return rubric.submission_timeout + WRAP_UP_S
+
+
+def timeout_message(time_limit: float) -> str:
+    """Why a grade that did not end by kill_after has no score."""
+    return (f"Grading was stopped after {time_limit + WRAP_UP_S:g} s: it did not end {WRAP_UP_S:g} s after reaching "
+            f"{time_limit:g} s, the time limit for a whole submission. Score 0 until an instructor looks at it.")
+
+
+def write_failure(target: Path | None, name: str, status: str, message: str, rubric, max_units: int,
+                  isolation: str, suites=(), elapsed: float = 0.0):
+    """The one writer of a result without a grade (timeout, crashed, error): score 0 of `max_units`, and
+    `message` to say why, written atomically at `target` (when given). Returns the Grade."""
+    from autograder import grading, results
+
+    grade = grading.failure(name, status, message, max_units, isolation, suites, elapsed=elapsed)
+    if target is not None:
+        results.write_json_atomic(target, results.to_gradescope(grade, rubric))
+    return grade
+
+
+def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubric, show=False, time_limit=None,
               backstop=False) -> int:
-    """Grade `path` with `args`' grade options; 0 graded, 2 grading impossible. The results file (if
+    """Grade `path` with `options`; 0 graded, 2 grading impossible. The results file (if
     asked for) is written atomically, once the grade is complete; `show` prints the score table.
     `time_limit`: seconds for the whole grade. When they are up, the call in flight is stopped, every
     later call into the submission fails at once, and the grade ends as usual: the tests that finished
@@ -45,16 +129,15 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     grade still not have ended WRAP_UP_S later (this process itself stuck), write a `timeout`
     results file and end the process; a batch's slot has no backstop of its own: the batch kills it
     at slot.kill_after, and writes that result."""
-    from autograder import grading, knowledge, results
+    from autograder import grading, results
     from autograder.context import GradingContext
 
-    if getattr(args, "after_due_date", False):
-        rubric = knowledge.scored_after_due(rubric)
-    suites = SUITE_CHOICES[args.suite]
-    hide = [*args.hide, *([results_file.resolve().parent] if results_file else [])]
-    ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=args.isolation, hide=hide,
-                                extras=args.suite == "all", timing_device=args.timing_device,
-                                call_timeout=args.timeout, days_late=getattr(args, "days_late", 0.0))
+    rubric = options.scored(rubric)
+    suites = SUITE_CHOICES[options.suite]
+    hide = [*options.hide, *([results_file.resolve().parent] if results_file else [])]
+    ctx = GradingContext.create(path, rubric=rubric, suites=suites, isolation=options.isolation, hide=hide,
+                                extras=options.suite == "all", timing_device=options.timing_device,
+                                call_timeout=options.timeout, days_late=options.days_late)
 
     def max_units() -> int:  # a failure's maximum; asked only on failure (it may import torch for CUDA)
         return grading.planned_max_units(rubric, suites, ctx.extras, ctx.timing_device)
@@ -71,13 +154,8 @@ def grade_one(path: Path, results_file: Path | None, args, rubric, show=False, t
     def out_of_time():
         finishing.acquire()
         try:  # whatever fails here, the process ends: the grade must not hang on a lock this thread holds
-            grade = grading.failure(path.name.removesuffix(".py"), "timeout",
-                                    f"Grading was stopped after {time_limit + WRAP_UP_S:g} s: it did not end "
-                                    f"{WRAP_UP_S:g} s after reaching {time_limit:g} s, the time limit for a whole "
-                                    "submission. Score 0 until an instructor looks at it.", max_units(),
-                                    ctx.isolation_level, suites)
-            if results_file:
-                results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
+            grade = write_failure(results_file, path.name.removesuffix(".py"), "timeout", timeout_message(time_limit),
+                                  rubric, max_units(), ctx.isolation_level, suites)
             print(results.table(grade, rubric), flush=True)
             ctx.close()  # the worker too (were this to fail, its reaper sees the lifeline close at exit)
         finally:

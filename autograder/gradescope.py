@@ -14,15 +14,11 @@ import time
 import zipfile
 from datetime import datetime
 from pathlib import Path
-from types import SimpleNamespace
 
 from autograder import paths
 from autograder import rubric as rubric_file
 
 ROOT_VAR = "AUTOGRADER_ROOT"
-# What the grader needs at grading time, relative to the repository; folders are copied whole.
-BUNDLE_CONTENT = ["autograder", "tests_public", "tests_hidden", "reference", "gpu_checks", "course/notebook",
-                  "rubric.toml", "pyproject.toml"]
 PACKAGES = ("torch", "numpy", "pytest", "hypothesis", "nbformat", "tomli")  # pinned from requirements.txt
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -78,20 +74,16 @@ def requirements_text() -> str:
 
 
 def build_bundle(out: Path) -> Path:
-    """Write the autograder zip; its root becomes /autograder/source on Gradescope."""
+    """Write the autograder zip; its root becomes /autograder/source on Gradescope. It holds what the
+    grader needs at grading time (paths.GRADER_FILES) and the scripts."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    repo = paths.REPO
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
         _add_text(bundle, "setup.sh", SETUP_SH, executable=True)
         _add_text(bundle, "run_autograder", RUN_AUTOGRADER, executable=True)
         _add_text(bundle, "requirements.txt", requirements_text())
-        for item in BUNDLE_CONTENT:
-            source = repo / item
-            files = [source] if source.is_file() else sorted(source.rglob("*")) if source.is_dir() else []
-            for path in files:
-                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    bundle.write(path, path.relative_to(repo).as_posix())
+        for path in paths.grader_files():
+            bundle.write(path, path.relative_to(paths.REPO).as_posix())
     return out
 
 
@@ -133,18 +125,17 @@ def grade_root(root: Path) -> str:
     """Grade root/submission into root/results/results.json, in a child process within the rubric's
     whole-submission limit, exactly as a batch grades each submission; never raises. Returns the
     status ("graded", "error", "timeout" or "crashed")."""
-    from autograder import batch, grading
+    from autograder.grade_file import GradeOptions
     from autograder.isolation import resolve
+    from autograder.slot import Submission, grade_in_child
 
     target = root / "results" / "results.json"
     rubric = rubric_file.load()
     found = find_submission(root / "submission")
-    options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None,
-                              days_late=days_late(root / "submission_metadata.json"))
-    child_args = batch.child_options(options, hide=[root / "results", root / "submission"])
-    max_units = grading.planned_max_units(rubric)
-    return batch.grade_in_child(batch.Submission(found.name, found), target, child_args,
-                                rubric, resolve("auto").level, max_units)
+    options = GradeOptions(days_late=days_late(root / "submission_metadata.json"),
+                           hide=(root / "results", root / "submission"))
+    return grade_in_child(Submission(found.name, found), target, options, rubric, resolve(options.isolation).level,
+                          options.max_units(rubric))
 
 
 def main(argv=None) -> int:
@@ -155,11 +146,10 @@ def main(argv=None) -> int:
     try:
         grade_root(root)
     except Exception as err:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
-        from autograder import grading
+        from autograder.grade_file import write_failure
 
         message = f"The autograder itself failed on this submission ({type(err).__name__}: {err}); course staff have the details."
-        results.write_json_atomic(root / "results" / "results.json", results.to_gradescope(
-            grading.failure("submission", "error", message, 0, "none"), rubric_file.load()))
+        write_failure(root / "results" / "results.json", "submission", "error", message, rubric_file.load(), 0, "none")
     data = results.load(root / "results" / "results.json")
     print(data["output"] if data else "no results were written")
     return 0

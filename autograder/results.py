@@ -5,6 +5,7 @@ Every number shown comes from whole units (autograder/scoring.py), so the top-le
 of the rows shown and each part's score the sum of its rows.
 """
 import csv
+import io
 import json
 import os
 import re
@@ -206,6 +207,20 @@ def csv_row(name: str, data: dict, rubric) -> list:
     return [clean_name(name), data["score"], extra.get("max_score", ""),
             *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
             extra.get("isolation", ""), extra.get("status", "graded"), review_cell(data)]
+
+
+def write_grades_csv(folder: Path, names: list, rubric) -> str:
+    """FOLDER/grades.csv rebuilt from the results files FOLDER/<name>.json alone (a name without a valid
+    one has no row), so that it is right however the run that wrote them was interrupted; returns it."""
+    buffer = io.StringIO()
+    writer = SpreadsheetWriter(buffer)
+    writer.writerow(csv_header(rubric))
+    for name in names:
+        data = load(folder / f"{name}.json")
+        if data is not None:
+            writer.writerow(csv_row(name, data, rubric))
+    write_atomic(folder / "grades.csv", buffer.getvalue())
+    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,25 +16,62 @@ Anything else the slot prints goes to its stderr (the batch's log). The slot exi
 its stdin. Each grade keeps the whole-submission limit itself, scoring what finished when it is
 reached; the batch side is Slot, below: it kills a slot whose job runs past kill_after (that limit
 and time to wrap up), and records a slot that dies holding a job as "crashed".
+
+Every runner grades through this module: a batch (grade_in_slots), a cluster's worker (grade_in_slot),
+Gradescope's runner (grade_in_child), the gradebook's isolated pass (grade_in_slots) and the timing
+batch (discover). It hands a slot its options as grade_file.GradeOptions and writes every result
+without a grade through grade_file.write_failure.
 """
 import argparse
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import grading, paths, results
-from autograder.grade_file import WRAP_UP_S, add_grade_options, grade_one
+from autograder import paths, results
+from autograder.errors import clean_name
+from autograder.grade_file import GradeOptions, grade_one, kill_after, timeout_message, write_failure
 from autograder.worker import signal_name
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.slot")
 POLL_S = 0.2  # how often a runner looks at its slots
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str   # the results file is OUT/<name>.json and the CSV row is named so
+    path: Path
+
+
+def discover(folder: Path) -> list[Submission]:
+    """The submissions in `folder`, sorted: .py files, notebooks and folders; hidden names skipped,
+    links skipped with a message (a link could point at the reference or at /dev/zero).
+    Entries whose names would share a results file (alice.py and alice/) keep their full names."""
+    entries = []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix in (".py", ".ipynb")):
+            continue
+        if p.is_symlink():
+            print(f"skipped {clean_name(p.name)}: a symbolic link, not a submission (copy the file itself into {folder})")
+            continue
+        entries.append(p)
+    # Names are cleaned (errors.clean_name) before they are made unique: a file name's escape sequences
+    # must not reach the results file's name, grades.csv or the terminal.
+    names = [clean_name(p.name.removesuffix(".py") if p.suffix == ".py" else p.stem if p.is_file() else p.name)
+             for p in entries]
+    names = [clean_name(p.name) if names.count(n) > 1 else n for p, n in zip(entries, names)]
+    for i, name in enumerate(names):  # alice.py.py is "alice.py" beside the file alice.py: number it
+        if names[:i].count(name):
+            names[i] = f"{name}~{names[:i].count(name) + 1}"
+    return [Submission(name, p.absolute()) for p, name in zip(entries, names)]
 
 
 @dataclass
@@ -47,13 +84,6 @@ class Attempt:
     ended: str = ""               # how the grader ended without answering: "signal SIGSEGV", "exit status 1"
     timed_out: bool = False
     tail: str = ""                # the grader's last output, for a crash report
-
-
-def kill_after(rubric) -> float:
-    """Seconds after which a grader that has not answered is killed and its submission gets a `timeout`
-    result: the whole-submission limit, at which the grade itself stops and keeps what finished, plus
-    the time to do so. Every route uses it: a batch, Gradescope's runner, a cluster, the gradebook."""
-    return rubric.submission_timeout + WRAP_UP_S
 
 
 def child_env() -> dict:
@@ -69,10 +99,10 @@ def how_it_ended(code: int) -> str:
 class Slot:
     """The batch's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
 
-    def __init__(self, command: list, options: list, log: Path):
+    def __init__(self, command: list, options: GradeOptions, log: Path):
         self.log = log
         with open(log, "ab") as sink:  # the slot keeps its own copy of the descriptor
-            self.process = subprocess.Popen([*command, *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            self.process = subprocess.Popen([*command, *options.to_argv()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=sink, cwd=paths.REPO, env=child_env(), text=True, bufsize=1)
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -160,13 +190,57 @@ class Slot:
             self.kill()
 
 
-def grade_in_slot(slot: Slot, name: str, path: Path, target: Path, rubric, isolation: str, max_units: int) -> str:
+def grade_in_slot(slot: Slot, sub: Submission, target: Path, rubric, isolation: str, max_units: int) -> str:
     """Hand `slot` one submission and wait for its end; its results file is at `target` whatever
     happens. Returns the status."""
-    slot.send(name, path, target)
+    slot.send(sub.name, sub.path, target)
     while (attempt := slot.check(kill_after(rubric))) is None:
         time.sleep(POLL_S)
     return settle(attempt, target, rubric, isolation, max_units)
+
+
+def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric, isolation: str, max_units: int,
+                   command=SLOT_COMMAND) -> str:
+    """Grade one submission in a grader process of its own within the rubric's whole-submission
+    limit; its results file is at `target` whatever happens. Returns the status."""
+    logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
+    slot = Slot([*command], options, logs / "slot.log")
+    try:
+        return grade_in_slot(slot, sub, target, rubric, isolation, max_units)
+    finally:
+        slot.close()
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolation: str, max_units: int, jobs: int,
+                   finished, running=lambda count: None, command=SLOT_COMMAND) -> None:
+    """`todo` (Submissions) graded by `jobs` slots on this machine, each into OUT/<name>.json; a slot
+    that is killed or dies is replaced. `finished(sub, status)` is called as each one ends (its results
+    file written), `running(count)` as the slots are looked at."""
+    todo = list(todo)
+    by_name = {sub.name: sub for sub in todo}
+    logs = Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
+    slots: list[Slot | None] = [None] * max(1, min(jobs, len(todo)))
+    try:
+        while todo or any(s is not None and s.busy for s in slots):
+            for i, slot in enumerate(slots):
+                if todo and (slot is None or not slot.alive) and (slot is None or not slot.busy):
+                    slot = slots[i] = Slot([*command], options, logs / f"slot-{i}.log")
+                if todo and not slot.busy:
+                    sub = todo.pop(0)
+                    slot.send(sub.name, sub.path, out / f"{sub.name}.json")
+            time.sleep(POLL_S)
+            running(sum(s is not None and s.busy for s in slots))
+            for slot in slots:
+                attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
+                if attempt is not None:
+                    status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, max_units)
+                    finished(by_name[attempt.name], status)
+    finally:
+        for slot in slots:
+            if slot is not None:
+                slot.kill() if slot.busy else slot.close()
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: int) -> str:
@@ -178,25 +252,21 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
     if not attempt.timed_out and attempt.code in (0, 2) and data is not None:
         return data["extra_data"]["status"]
     if attempt.timed_out:
-        status = "timeout"
-        message = (f"Grading was stopped after {kill_after(rubric):g} s: it did not end after reaching "
-                   f"{rubric.submission_timeout:g} s, the time limit for a whole submission. Score 0 until an "
-                   "instructor looks at it.")
+        status, message = "timeout", timeout_message(rubric.submission_timeout)
     else:
         status = "crashed"
         how = attempt.ended or f"exit status {attempt.code} without a results file"
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
                    f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
-    elapsed = time.monotonic() - attempt.started
-    grade = grading.failure(attempt.name, status, message, max_units, isolation, elapsed=elapsed)
-    results.write_json_atomic(target, results.to_gradescope(grade, rubric))
+    write_failure(target, attempt.name, status, message, rubric, max_units, isolation,
+                  elapsed=time.monotonic() - attempt.started)
     return status
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.slot", description=__doc__.splitlines()[0])
-    add_grade_options(parser)
-    args = parser.parse_args(argv)
+    GradeOptions.add_arguments(parser)
+    options = GradeOptions.from_args(parser.parse_args(argv))
     status = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else is printed goes to the log
 
@@ -207,7 +277,7 @@ def main(argv=None) -> int:
     for line in sys.stdin:
         job = json.loads(line)
         status.write(json.dumps({"started": job["id"]}) + "\n")
-        code = grade_one(Path(job["path"]), Path(job["results"]), args, rubric, time_limit=rubric.submission_timeout)
+        code = grade_one(Path(job["path"]), Path(job["results"]), options, rubric, time_limit=rubric.submission_timeout)
         status.write(json.dumps({"done": job["id"], "code": code}) + "\n")
     return 0
 

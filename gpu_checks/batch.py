@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import batch as grade_batch
 from autograder import results
+from autograder.slot import discover
 from autograder.submission import GradingError
 from autograder.submission import load as load_submission
 from gpu_checks.grading import grade_timing, no_cuda_reason, resolve_device
@@ -60,7 +60,7 @@ def time_folder(folder: Path, out: Path, rubric, isolation, device: str, force: 
         return 1
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    submissions = grade_batch.discover(Path(folder))
+    submissions = discover(Path(folder))
     todo = [s for s in submissions if force or load_timing(out / f"{s.name}.json") is None]
     log(f"{len(submissions) - len(todo)} of {len(submissions)} submissions already timed (--force times them again)")
     hidden = [Path(folder).resolve(), out]  # no submission may see the others or their timings
@@ -97,7 +97,7 @@ def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
             problems.append(f"{timing_file.name}: not a complete timing file (rerun the timing batch)")
             continue
         target = results_file(results_dir, timing["submission"])
-        data = grade_batch.load_results(target) if target else None
+        data = results.load(target) if target else None
         if data is None:
             problems.append(f"{timing['submission']}: no valid results.json in {results_dir}")
             continue
@@ -108,9 +108,7 @@ def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
         results.write_json_atomic(target, with_timing(data, timing))
         merged.append(timing["submission"])
     if (results_dir / "grades.csv").exists():
-        names = [p.stem for p in sorted(results_dir.glob("*.json"))]
-        grade_batch.write_csv(results_dir, [grade_batch.Submission(n, results_dir / f"{n}.json") for n in names],
-                              rubric)
+        results.write_grades_csv(results_dir, [p.stem for p in sorted(results_dir.glob("*.json"))], rubric)
     log(f"merged timing into {len(merged)} results file(s) in {results_dir}")
     for problem in problems:
         log(f"not merged: {problem}")

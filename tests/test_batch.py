@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, slot
+from autograder import batch, grade_file, slot
 from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
@@ -54,7 +54,8 @@ FAKE = (sys.executable, "-c", FAKE_SLOT)
 
 def batch_args(folder, out, **overrides):
     return Namespace(**{"path": folder, "out": out, "jobs": 2, "force": False, "suite": "public", "isolation": "process",
-                        "timeout": None, "hide": [], "batch": True, "timing_device": None, **overrides})
+                        "timeout": None, "hide": [], "batch": True, "timing_device": None, "days_late": 0.0,
+                        "after_due_date": False, **overrides})
 
 
 def read_csv(out):
@@ -65,7 +66,7 @@ def test_submissions_are_files_notebooks_and_folders_and_names_stay_apart(tmp_pa
     for name in ("alice.py", "alice.py.py", "bob.ipynb", "carol", "alice", ".hidden.py", "__pycache__", "notes.txt"):
         (tmp_path / name).mkdir() if "." not in name or name == "__pycache__" else (tmp_path / name).write_text("")
     (tmp_path / "mallory.py").symlink_to(REPO / "reference" / "mhsa.py")
-    found = {s.name: s.path.name for s in batch.discover(tmp_path)}
+    found = {s.name: s.path.name for s in slot.discover(tmp_path)}
     assert found == {"alice": "alice", "alice.py": "alice.py", "alice.py~2": "alice.py.py", "bob": "bob.ipynb",
                      "carol": "carol"}, "every submission has a results file of its own; links are skipped"
 
@@ -77,7 +78,7 @@ def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys, monke
         (folder / name).write_text("")
     (folder / "empty").mkdir()
     rubric = replace(RUBRIC, submission_timeout=3.0)
-    monkeypatch.setattr(slot, "WRAP_UP_S", 0.5)  # the stand-in has nothing to wrap up: killed at 3.5 s
+    monkeypatch.setattr(grade_file, "WRAP_UP_S", 0.5)  # the stand-in has nothing to wrap up: killed at 3.5 s
 
     assert batch.run(batch_args(folder, out), rubric=rubric, command=FAKE) == 0
 

@@ -100,10 +100,10 @@ def run_grade_one(submission, out, time_limit, setup=""):
     script = (
         f"{setup}import sys; from dataclasses import replace; from pathlib import Path\n"
         "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
-        "from argparse import Namespace\n"
+        "from autograder.grade_file import GradeOptions\n"
         f"rubric = replace(rubric_file.load(), submission_timeout={time_limit})\n"
-        "args = Namespace(suite='public', hide=[], isolation='process', timing_device=None, timeout=None)\n"
-        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), args, rubric, show=True, "
+        "options = GradeOptions(suite='public', isolation='process')\n"
+        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), options, rubric, show=True, "
         "time_limit=rubric.submission_timeout, backstop=True))\n")
     return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env=os.environ | {"PYTHONPATH": str(REPO)})

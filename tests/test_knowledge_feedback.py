@@ -142,13 +142,9 @@ def test_grading_collected_work_scores_the_knowledge_check(tmp_path):
 
 
 def test_the_after_due_date_option_reaches_a_batchs_graders():
-    from types import SimpleNamespace as Args
+    from autograder.grade_file import GradeOptions
 
-    from autograder import batch
-
-    args = Args(suite="all", isolation="auto", hide=[], timeout=None, timing_device=None, days_late=0.0,
-                after_due_date=True)
-    assert "--after-due-date" in batch.child_options(args, hide=[])
-    assert "--after-due-date" not in batch.child_options(Args(**{**vars(args), "after_due_date": False}), hide=[])
+    assert "--after-due-date" in GradeOptions(after_due_date=True).to_argv()
+    assert "--after-due-date" not in GradeOptions(after_due_date=False).to_argv()
     scored = knowledge.scored_after_due(rubric_file.load())
     assert knowledge.feedback_mode(scored.parts["knowledge"].settings) == knowledge.PER_QUESTION

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, errors, handin, notebook, results, route, submission
+from autograder import errors, handin, notebook, results, route, submission
 from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources
 from autograder.classreport.sources import Record
@@ -251,7 +251,7 @@ def test_every_csv_export_quotes_formulas(tmp_path):
     generic_rows = list(csv.reader(io.StringIO(generic)))
     assert generic_rows[1][:7] == ["'+1x", "", "", "'@bob", "'-A", "'=cmd()", "-1.50"]
     assert list(csv.reader(io.StringIO(canvas)))[0][-1] == "'=MHSA"
-    table = batch.write_csv(_results_folder(tmp_path), [batch.Submission("=1+1", tmp_path)], rubric_file.load())
+    table = results.write_grades_csv(_results_folder(tmp_path), ["=1+1"], rubric_file.load())
     assert list(csv.reader(io.StringIO(table)))[1][0] == "'=1+1"
 
 

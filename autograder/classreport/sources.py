@@ -189,11 +189,11 @@ def submission_sources(folder: Path) -> tuple:
     """({submission name: the mhsa.py that is graded}, [what could not be read or compared]) for a
     batch's input folder, with the batch's own names and the grader's own reading of .py files,
     folders and notebooks (each bounded by it); code over MAX_COMPARED_CHARS is not compared."""
-    from autograder import batch  # imports the grading engine (and torch): only when code is compared
+    from autograder.slot import discover  # imports the grading engine (and torch): only when code is compared
 
     sources, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
-        for number, sub in enumerate(batch.discover(Path(folder))):
+        for number, sub in enumerate(discover(Path(folder))):
             name = clean_name(sub.name)
             workdir = Path(tmp) / str(number)  # the name is the student's: not a safe file name
             workdir.mkdir()

@@ -1,14 +1,14 @@
 """`grade PATH`: grade one submission (or, with --batch, a folder of them)."""
 from pathlib import Path
 
-from autograder.grade_file import add_grade_options, grade_one
+from autograder.grade_file import GradeOptions, grade_one
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser("grade", help="grade a submission (.py, folder or .ipynb) with the test suites")
     p.add_argument("path", type=Path, help="mhsa.py, a folder holding it, a notebook; with --batch a folder of those")
     p.add_argument("--results", type=Path, help="write a Gradescope results.json here")
-    add_grade_options(p)
+    GradeOptions.add_arguments(p)
     p.add_argument("--batch", action="store_true", help="PATH is a folder of submissions")
     p.add_argument("--out", type=Path, help="with --batch: folder for results files and grades.csv")
     p.add_argument("--jobs", type=int, default=2, help="with --batch: submissions graded at once")
@@ -27,5 +27,5 @@ def run(args) -> int:
     from autograder.rubric import load
 
     rubric = load()
-    return grade_one(args.path, args.results, args, rubric, show=True, time_limit=rubric.submission_timeout,
+    return grade_one(args.path, args.results, GradeOptions.from_args(args), rubric, show=True, time_limit=rubric.submission_timeout,
                      backstop=True)

@@ -5,8 +5,8 @@ honest grade by accident (docs/nbgrader.md).
 `nbgrader autograde` runs the test cells inside the student's own kernel, where the student's code
 can defeat them (an input transformer that empties every later cell, a patched torch.allclose).
 The isolated grade runs the student's program (autograder.notebook.extract) in the worker, against
-the repository's test suites, through `python -m autograder grade NB --results FILE` in a child
-process per notebook (--jobs at once). A part that scores more in the kernel than in isolation is
+the repository's test suites, through grader slots (autograder/slot.py, --jobs at once) as a batch
+does, with the same whole-submission limit and the same results for a timeout or a crash. A part that scores more in the kernel than in isolation is
 flagged. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
 with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
 flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
@@ -18,17 +18,14 @@ reported and skipped: the others finish.
 import hashlib
 import io
 import json
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.isolation import LEVELS
-from autograder.paths import COURSE, REPO
-from autograder.slot import kill_after
+from autograder.paths import COURSE, grader_checksum
 
 TOLERANCE = 1e-6
 POLICIES = {
@@ -37,15 +34,8 @@ POLICIES = {
     "isolated": "every notebook: each part gets its isolated score, lower or higher",
 }
 EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 4 some failed, 5 both
-# An isolated grade is `grade` in a child process: it keeps the whole-submission limit itself (and ends
-# itself by kill_after); its start-up (Python, torch) comes before that clock starts.
-GRADER_START_S = 30.0
 STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
 ACCEPTED = "accepted.json"  # STORE/ASSIGNMENT/accepted.json: student -> checksum of the notebook accepted
-# What an isolated grade depends on besides the notebook: a change to any of it invalidates the cache.
-# The commands (this one included) only call the grading engine.
-GRADER_INPUTS = ("rubric.toml", "tests_public", "tests_hidden", "autograder")
-NOT_GRADER_INPUTS = ("autograder/commands",)
 
 
 def add_parser(subparsers):
@@ -128,7 +118,7 @@ def run(args) -> int:
         for student in students:
             read_in_kernel(gb, course, assignment, student)
 
-    grade_all(students, course, store, args, kill_after(rubric_file.load()) + GRADER_START_S)
+    grade_all(students, course, store, args, rubric_file.load())
     accepted = read_accepted(store)
     for student in students:
         compare(student)
@@ -188,15 +178,22 @@ def kernel_scores(cells) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
-# The isolated grades: one child process per notebook, --jobs at once, cached per checksum
+# The isolated grades: grader slots, --jobs at once, cached per checksum
 # ------------------------------------------------------------------------------------------------
 
-def grade_all(students: list, course: Path, store: Path, args, timeout: float) -> None:
-    from autograder import notebook
+def grade_all(students: list, course: Path, store: Path, args, rubric, command=None) -> None:
+    """Each student's isolated grade (student.results), from the cache or graded now; or why none
+    (student.error). `command`: a stand-in for the grader slot, for tests."""
+    from autograder import notebook, results
+    from autograder.grade_file import GradeOptions
+    from autograder.isolation import resolve
+    from autograder.slot import SLOT_COMMAND, Submission, grade_in_slots
     from autograder.submission import GradingError
 
-    fingerprint = grader_fingerprint()
-    todo = []
+    # What an isolated grade depends on besides the notebook (paths.GRADER_FILES): a change to any of
+    # it invalidates the cache.
+    fingerprint = grader_checksum().encode()
+    todo = {}
     for student in students:
         if student.error:
             continue
@@ -209,40 +206,43 @@ def grade_all(students: list, course: Path, store: Path, args, timeout: float) -
         cached = store / "cache" / f"{digest}.json"
         student.results = None if args.force else load_results(cached)
         if student.results is None:
-            todo.append((student, cached))
+            todo[student.name] = (student, cached)
     if not todo:
         return
     print(f"grading {len(todo)} notebook(s) in isolation, {args.jobs} at a time "
           f"({len(students) - len(todo)} cached or without a notebook)", file=sys.stderr)
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {pool.submit(grade_isolated, s.notebook, cached, course, args.isolation, timeout): s
-                   for s, cached in todo}
-        for done, future in enumerate(as_completed(futures), start=1):
-            student = futures[future]
-            student.results, student.error, seconds = future.result()
-            outcome = f"{student.results['score']:g}" if student.results else f"failed: {student.error.splitlines()[0]}"
-            print(f"[{done}/{len(todo)}] {student.name}: {outcome} ({seconds:.0f} s)", file=sys.stderr)
+    # Collected notebooks: no one can resubmit against this feedback (knowledge scored per question).
+    options = GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
+    rubric = options.scored(rubric)
+    scratch = Path(tempfile.mkdtemp(prefix="mhsa-gradebook-"))
+    done = []
+
+    def finished(sub, status: str) -> None:
+        student, cached = todo[sub.name]
+        written = scratch / f"{sub.name}.json"
+        student.results = load_results(written)
+        if student.results is not None:
+            shutil.copyfile(written, cached)  # the cache holds complete grades only
+            outcome = f"{student.results['score']:g}"
+        else:
+            student.error = failure_reason(status, results.load(written))
+            outcome = f"failed: {student.error}"
+        done.append(student)
+        print(f"[{len(done)}/{len(todo)}] {student.name}: {outcome}", file=sys.stderr)
+
+    try:
+        grade_in_slots([Submission(name, student.notebook) for name, (student, _) in todo.items()], scratch, options,
+                       rubric, resolve(options.isolation).level, options.max_units(rubric), args.jobs, finished,
+                       command=command or SLOT_COMMAND)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeout: float) -> tuple:
-    """(results, error, seconds) of `python -m autograder grade` on one notebook; its results reach
-    `target` (the cache) only when complete."""
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="mhsa-gradebook-") as scratch:
-        out = Path(scratch) / "results.json"
-        command = [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(out),
-                   "--isolation", isolation, "--hide", str(course), "--after-due-date"]  # collected notebooks
-        try:
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None, f"the isolated grade took more than {timeout:g} s (past the rubric's submission limit)", timeout
-        seconds = time.monotonic() - started
-        data = load_results(out)
-        if done.returncode != 0 or data is None:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            return None, f"the isolated grade failed (exit {done.returncode}): " + " | ".join(tail), seconds
-        target.write_text(out.read_text())  # the cache holds complete results only
-        return data, "", seconds
+def failure_reason(status: str, data: dict | None) -> str:
+    """Why an isolated grade has no score, from its results file: a failure's output is its score
+    line, then the reason (for a crash, the grader's last output after it)."""
+    reason = [line.strip() for line in (data or {}).get("output", "").splitlines()[1:] if line.strip()]
+    return f"the isolated grade ended with {status}: " + (" | ".join(reason[:3]) or "no results file")
 
 
 def load_results(path: Path) -> dict | None:
@@ -254,17 +254,6 @@ def load_results(path: Path) -> dict | None:
         return None
     graded = data["extra_data"].get("status", "graded") in ("graded", "held")  # held: graded, waiting for a person
     return data if graded and isinstance(parts, dict) and isinstance(data.get("tests"), list) else None
-
-
-def grader_fingerprint() -> bytes:
-    digest = hashlib.sha256()
-    for name in GRADER_INPUTS:
-        root = REPO / name
-        for path in sorted([root] if root.is_file() else root.rglob("*")):
-            name = path.relative_to(REPO).as_posix()
-            if path.is_file() and path.suffix in (".py", ".toml") and not name.startswith(NOT_GRADER_INPUTS):
-                digest.update(name.encode() + b"\0" + path.read_bytes())
-    return digest.digest()
 
 
 # ------------------------------------------------------------------------------------------------

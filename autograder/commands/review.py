@@ -11,7 +11,7 @@ other reasons is held again, for a new look.
 """
 from pathlib import Path
 
-from autograder import batch, results
+from autograder import results
 from autograder import rubric as rubric_file
 from autograder.reviews import REVIEWS_FILE, held, record
 
@@ -69,4 +69,4 @@ def listing(out: Path) -> str:
 
 def rewrite_csv(out: Path, rubric) -> None:
     names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE and results.load(p) is not None)
-    batch.write_csv(out, [batch.Submission(n, out / n) for n in names], rubric)
+    results.write_grades_csv(out, names, rubric)

@@ -1,0 +1,110 @@
+"""The runner layer: the grade options and their argv form, the grader's one file list, and the
+gradebook's isolated pass through grader slots (with the batch's time limit and failure results).
+
+The batch's own outcomes (timeout, crash, error) are tests/test_batch.py's; `grade`'s backstop is
+tests/test_grading.py's. Here a stand-in speaks the slot's protocol, so nothing grades for real.
+"""
+import argparse
+import json
+import shutil
+import sys
+import textwrap
+from argparse import Namespace
+from dataclasses import fields, replace
+from pathlib import Path
+
+from autograder import cluster, grade_file, paths, results
+from autograder import rubric as rubric_file
+from autograder.commands import gradebook
+from autograder.grade_file import GradeOptions
+
+RUBRIC = rubric_file.load()
+
+
+def parsed(argv: list) -> GradeOptions:
+    parser = argparse.ArgumentParser()
+    GradeOptions.add_arguments(parser)
+    return GradeOptions.from_args(parser.parse_args(argv))
+
+
+def test_every_grade_option_survives_its_argv_form(tmp_path):
+    """What a runner hands a slot (to_argv) is what the slot grades with (add_arguments, from_args)."""
+    options = GradeOptions(suite="public", timeout=2.5, isolation="process", timing_device="cpu", days_late=1.25,
+                           hide=(tmp_path / "subs", tmp_path / "out"), after_due_date=True)
+    unchanged = [f.name for f in fields(GradeOptions) if getattr(options, f.name) == f.default]
+    assert not unchanged, f"give these options a value that is not the default, so that their form is tested: {unchanged}"
+    assert parsed(options.to_argv()) == options
+    assert parsed([]) == GradeOptions() and GradeOptions().to_argv() == []
+    assert parsed(replace(options, timeout=1 / 3).to_argv()).timeout == 1 / 3, "a float loses no digit"
+
+
+def test_hidden_paths_are_absolute_and_a_batch_adds_its_folders(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    options = GradeOptions(hide=(Path("extra"),)).hiding(Path("subs"), tmp_path / "out")
+    assert options.hide == (tmp_path / "extra", tmp_path / "subs", tmp_path / "out")
+    assert options.to_argv() == [a for p in options.hide for a in ("--hide", str(p))]
+
+
+def test_the_grader_files_hold_what_timing_needs_and_every_runner_uses_them(tmp_path):
+    """The timing part runs the reference beside the student's code: a worker whose reference differs
+    grades differently, so the cluster's checksum must see it."""
+    shipped = {p.relative_to(paths.REPO).as_posix() for p in paths.grader_files()}
+    assert {"reference/mhsa.py", "tests_hidden/knowledge_key.toml", "course/notebook/knowledge.toml",
+            "rubric.toml", "autograder/grading.py", "gpu_checks/grading.py"} <= shipped
+    assert not any("__pycache__" in name for name in shipped)
+    assert cluster.grader_version() == paths.grader_checksum()
+
+    for name in paths.GRADER_FILES:  # a small checkout of its own: one file per entry
+        target = tmp_path / name if "." in Path(name).name else tmp_path / name / "x.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("one")
+    before = paths.grader_checksum(tmp_path)
+    (tmp_path / "reference" / "x.py").write_text("two")
+    assert paths.grader_checksum(tmp_path) != before, "a changed reference must change the grader's checksum"
+
+
+# Stands in for a grader slot: every grade hangs, or the slot dies, by the notebook's name.
+STUCK_SLOT = (sys.executable, "-c", textwrap.dedent("""
+    import json, os, signal, sys, time
+    for line in sys.stdin:
+        job = json.loads(line)
+        print(json.dumps({"started": job["id"]}), flush=True)
+        if "segv" in job["path"]:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        time.sleep(60)
+"""))
+
+
+def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(tmp_path, monkeypatch):
+    """A notebook whose isolated grade hangs is stopped at the rubric's limit plus the wrap-up time,
+    one whose grader dies is reported as a crash; neither gets a score or a cache entry."""
+    monkeypatch.setattr(grade_file, "WRAP_UP_S", 0.5)
+    course, store = tmp_path / "course", tmp_path / "store"
+    (store / "cache").mkdir(parents=True)
+    students = []
+    for name in ("hangs", "segv"):
+        notebook = tmp_path / name / "mhsa.ipynb"
+        notebook.parent.mkdir()
+        shutil.copy(paths.ASSIGNMENT_DIR / "mhsa.ipynb", notebook)
+        students.append(gradebook.Student(name, notebook, in_kernel={"sdpa": 20.0}))
+    args = Namespace(force=True, jobs=2, isolation="process")
+
+    gradebook.grade_all(students, course, store, args, replace(RUBRIC, submission_timeout=1.0), command=STUCK_SLOT)
+
+    hangs, segv = students
+    assert hangs.results is None and "ended with timeout" in hangs.error and "stopped after 1.5 s" in hangs.error
+    assert segv.results is None and "ended with crashed" in segv.error and "SIGSEGV" in segv.error
+    assert not list((store / "cache").iterdir()), "a failure is not a grade to keep"
+
+
+def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):
+    target = tmp_path / "r.json"
+    grade_file.write_failure(target, "alice", "error", "This submission could not be graded: no mhsa.py", RUBRIC,
+                             0, "sandbox")
+    data = results.load(target)
+    assert data["extra_data"]["status"] == "error" and data["score"] == 0
+    assert gradebook.load_results(target) is None, "a failure is not an isolated grade"
+    assert gradebook.failure_reason("error", data) == \
+        "the isolated grade ended with error: This submission could not be graded: no mhsa.py"
+    assert gradebook.failure_reason("crashed", None) == "the isolated grade ended with crashed: no results file"
+    assert json.loads(target.read_text())["extra_data"]["max_score"] == 0
