@@ -127,8 +127,8 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
     later call into the submission fails at once, and the grade ends as usual: the tests that finished
     keep their results, the others fail with the reason (grading.run_suites). `backstop`: should the
     grade still not have ended WRAP_UP_S later (this process itself stuck), write a `timeout`
-    results file and end the process; a batch's slot has no backstop of its own: the batch kills it
-    at slot.kill_after, and writes that result."""
+    results file and end the process; a batch's slot has no backstop of its own: its runner kills it
+    at kill_after, and writes that result (slot.settle)."""
     from autograder import grading, results
     from autograder.context import GradingContext
 
