@@ -64,9 +64,11 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
             if code:
                 return code
         else:
+            def finished(sub, status: str) -> None:
+                progress.advance(sub.name, status, results.load(out / f"{sub.name}.json"))
+
             grade_in_slots(todo, out, options, rubric, resolve(options.isolation).level, max_units, args.jobs,
-                           lambda sub, status: progress.advance(sub.name, status, results.load(out / f"{sub.name}.json")),
-                           progress.draw, command)
+                           finished, progress.draw, command)
     except KeyboardInterrupt:
         progress.close()
         print("interrupted: the submissions in flight were dropped; rerun the same command "

@@ -97,13 +97,14 @@ def how_it_ended(code: int) -> str:
 
 
 class Slot:
-    """The batch's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
+    """A runner's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
 
     def __init__(self, command: list, options: GradeOptions, log: Path):
         self.log = log
         with open(log, "ab") as sink:  # the slot keeps its own copy of the descriptor
-            self.process = subprocess.Popen([*command, *options.to_argv()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=sink, cwd=paths.REPO, env=child_env(), text=True, bufsize=1)
+            self.process = subprocess.Popen([*command, *options.to_argv()], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=sink, cwd=paths.REPO, env=child_env(),
+                                            text=True, bufsize=1)
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

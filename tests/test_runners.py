@@ -32,7 +32,7 @@ def test_every_grade_option_survives_its_argv_form(tmp_path):
     options = GradeOptions(suite="public", timeout=2.5, isolation="process", timing_device="cpu", days_late=1.25,
                            hide=(tmp_path / "subs", tmp_path / "out"), after_due_date=True)
     unchanged = [f.name for f in fields(GradeOptions) if getattr(options, f.name) == f.default]
-    assert not unchanged, f"give these options a value that is not the default, so that their form is tested: {unchanged}"
+    assert not unchanged, f"give these a value other than the default, so that their argv form is tested: {unchanged}"
     assert parsed(options.to_argv()) == options
     assert parsed([]) == GradeOptions() and GradeOptions().to_argv() == []
     assert parsed(replace(options, timeout=1 / 3).to_argv()).timeout == 1 / 3, "a float loses no digit"

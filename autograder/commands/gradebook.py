@@ -6,8 +6,8 @@ honest grade by accident (docs/nbgrader.md).
 can defeat them (an input transformer that empties every later cell, a patched torch.allclose).
 The isolated grade runs the student's program (autograder.notebook.extract) in the worker, against
 the repository's test suites, through grader slots (autograder/slot.py, --jobs at once) as a batch
-does, with the same whole-submission limit and the same results for a timeout or a crash. A part that scores more in the kernel than in isolation is
-flagged. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
+does, with the same whole-submission limit and the same results for a timeout or a crash. A part
+that scores more in the kernel than in isolation is flagged. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
 with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
 flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
 this command's scores out, clears the flag and records the acceptance for that very notebook, so
