@@ -22,7 +22,7 @@ from autograder.backends import WorkerBackend, entry_points
 from autograder.calls import Call
 from autograder.paths import ASSIGNMENT, REFERENCE, REPO
 from autograder.rubric import Limits
-from autograder.slot import WRAP_UP_S
+from autograder.grade_file import WRAP_UP_S
 
 ADVERSARIAL = REPO / "examples" / "adversarial"
 
@@ -81,7 +81,7 @@ def test_a_batch_gives_the_time_bomb_the_same_grade(time_bomb_by_grade, tmp_path
     folder.mkdir()
     (folder / "time_bomb.py").write_text(TIME_BOMB)
     args = Namespace(path=folder, out=out, jobs=1, force=False, suite="public", isolation="process", timeout=2.0,
-                     hide=[], batch=True, timing_device=None)
+                     hide=[], batch=True, timing_device=None, days_late=0.0, after_due_date=False)
     assert batch.run(args) == 0
     data = json.loads((out / "time_bomb.json").read_text())
     by_grade = time_bomb_by_grade[0]
@@ -122,11 +122,12 @@ def test_the_whole_submission_limit_keeps_the_tests_that_finished(tmp_path):
     submission.write_text(HANG_IN_MASKS)
     out = tmp_path / "results" / "results.json"
     script = (
-        "import sys; from argparse import Namespace; from dataclasses import replace; from pathlib import Path\n"
+        "import sys; from dataclasses import replace; from pathlib import Path\n"
         "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
         "rubric = replace(rubric_file.load(), submission_timeout=20.0)\n"
-        "args = Namespace(suite='public', hide=[], isolation='process', timing_device=None, timeout=60.0)\n"
-        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), args, rubric, "
+        "from autograder.grade_file import GradeOptions\n"
+        "options = GradeOptions(suite='public', isolation='process', timeout=60.0)\n"
+        f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), options, rubric, "
         "time_limit=rubric.submission_timeout, backstop=True))\n")
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
