@@ -177,3 +177,14 @@ def test_layers_that_only_import_downward_pass(tmp_path):
     assert find_cycle(graph) is None
     assert Import("pkg.errors", True, 1) in graph["pkg.sub.route"]
     assert Import("pkg.sub.route", False, 2) in graph["pkg.load"]
+
+
+def test_every_runner_reaches_grading_through_the_slot_module():
+    """Gradescope's runner, the gradebook, the timing batch and the cluster share the slot module
+    (grade options, time limit, failure results); none borrows them from the batch."""
+    graph = import_graph(REPO)
+    for runner in ("autograder.gradescope", "autograder.commands.gradebook", "gpu_checks.batch", "autograder.cluster",
+                   "autograder.batch"):
+        targets = {i.target for i in graph[runner]}
+        assert "autograder.slot" in targets, f"{runner} does not grade through autograder.slot"
+        assert "autograder.batch" not in targets, f"{runner} imports the batch: move what it needs to autograder.slot"
