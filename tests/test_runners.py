@@ -63,38 +63,48 @@ def test_the_grader_files_hold_what_timing_needs_and_every_runner_uses_them(tmp_
     assert paths.grader_checksum(tmp_path) != before, "a changed reference must change the grader's checksum"
 
 
-# Stands in for a grader slot: every grade hangs, or the slot dies, by the notebook's name.
-STUCK_SLOT = (sys.executable, "-c", textwrap.dedent("""
+# Stands in for a grader slot: by the notebook's folder, a grade hangs, the slot dies, or a grade is written.
+STAND_IN_SLOT = (sys.executable, "-c", textwrap.dedent("""
     import json, os, signal, sys, time
     for line in sys.stdin:
         job = json.loads(line)
         print(json.dumps({"started": job["id"]}), flush=True)
         if "segv" in job["path"]:
             os.kill(os.getpid(), signal.SIGSEGV)
-        time.sleep(60)
+        if "hangs" in job["path"]:
+            time.sleep(60)
+        data = {"score": 20.0, "output": "Score: 20 / 90", "tests": [], "extra_data": {
+            "status": "graded", "max_score": 90.0, "parts": {"sdpa": {"score": 20.0, "max_score": 20.0}}}}
+        with open(job["results"], "w") as f:
+            json.dump(data, f)
+        print(json.dumps({"done": job["id"], "code": 0}), flush=True)
 """))
 
 
 def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(tmp_path, monkeypatch):
     """A notebook whose isolated grade hangs is stopped at the rubric's limit plus the wrap-up time,
-    one whose grader dies is reported as a crash; neither gets a score or a cache entry."""
+    one whose grader dies is reported as a crash; neither gets a score or a cache entry, while a
+    notebook graded beside them keeps its grade."""
     monkeypatch.setattr(grade_file, "WRAP_UP_S", 0.5)
     course, store = tmp_path / "course", tmp_path / "store"
     (store / "cache").mkdir(parents=True)
     students = []
-    for name in ("hangs", "segv"):
+    for name in ("hangs", "segv", "graded"):
         notebook = tmp_path / name / "mhsa.ipynb"
         notebook.parent.mkdir()
         shutil.copy(paths.ASSIGNMENT_DIR / "mhsa.ipynb", notebook)
         students.append(gradebook.Student(name, notebook, in_kernel={"sdpa": 20.0}))
     args = Namespace(force=True, jobs=2, isolation="process")
 
-    gradebook.grade_all(students, course, store, args, replace(RUBRIC, submission_timeout=1.0), command=STUCK_SLOT)
+    gradebook.grade_all(students, course, store, args, replace(RUBRIC, submission_timeout=1.0),
+                        command=STAND_IN_SLOT)
 
-    hangs, segv = students
+    hangs, segv, graded = students
     assert hangs.results is None and "ended with timeout" in hangs.error and "stopped after 1.5 s" in hangs.error
     assert segv.results is None and "ended with crashed" in segv.error and "SIGSEGV" in segv.error
-    assert not list((store / "cache").iterdir()), "a failure is not a grade to keep"
+    assert graded.results["score"] == 20.0 and not graded.error and graded.isolated == {"sdpa": 20.0}
+    cached = [json.loads(p.read_text()) for p in (store / "cache").iterdir()]
+    assert cached == [graded.results], "the cache holds the one grade, not the failures"
 
 
 def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):
@@ -103,7 +113,6 @@ def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):
                              0, "sandbox")
     data = results.load(target)
     assert data["extra_data"]["status"] == "error" and data["score"] == 0
-    assert gradebook.load_results(target) is None, "a failure is not an isolated grade"
     assert gradebook.failure_reason("error", data) == \
         "the isolated grade ended with error: This submission could not be graded: no mhsa.py"
     assert gradebook.failure_reason("crashed", None) == "the isolated grade ended with crashed: no results file"

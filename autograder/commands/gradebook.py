@@ -222,7 +222,7 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         written = scratch / f"{sub.name}.json"
         student.results = load_results(written)
         if student.results is not None:
-            shutil.copyfile(written, cached)  # the cache holds complete grades only
+            results.write_json_atomic(cached, student.results)  # the cache holds complete grades only
             outcome = f"{student.results['score']:g}"
         else:
             student.error = failure_reason(status, results.load(written))
