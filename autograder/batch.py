@@ -82,7 +82,11 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
         if refusal:
             print(refusal)
             return 2
-    rubric = rubric or rubric_file.load()
+    try:
+        rubric = rubric or rubric_file.load(getattr(args, "rubric", rubric_file.RUBRIC_FILE))
+    except rubric_file.RubricError as err:
+        print(err)
+        return 2
     if getattr(args, "after_due_date", False):  # the children get the option too (child_options)
         from autograder import knowledge
 
@@ -159,6 +163,8 @@ def child_options(args, hide) -> list:
         options += ["--days-late", str(args.days_late)]
     if getattr(args, "after_due_date", False):
         options.append("--after-due-date")
+    if getattr(args, "rubric", None):  # the rubric the batch was started with, not the children's default
+        options += ["--rubric", str(Path(args.rubric).resolve())]
     return options
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autograder.context import SUITE_CHOICES, TIMING_DEVICES
 from autograder.isolation import LEVELS
+from autograder.paths import RUBRIC_FILE
 from autograder.submission import GradingError
 
 # A grade that reaches the whole-submission limit stops calling the submission and scores what
@@ -29,6 +30,9 @@ def add_grade_options(p) -> None:
                         "Default: the rubric's [parts.timing] device, else auto")
     p.add_argument("--days-late", type=float, default=0.0,
                    help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
+    p.add_argument("--rubric", type=Path, default=RUBRIC_FILE,
+                   help="grade with this rubric instead of the course's rubric.toml (`python -m autograder rubric "
+                        "--describe` lists its keys)")
     p.add_argument("--hide", type=Path, action="append", default=[], help="another path the submission must not read (repeatable)")
     p.add_argument("--after-due-date", action="store_true",
                    help="the work was collected after the due date (no one can resubmit against this run's feedback): "

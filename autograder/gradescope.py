@@ -129,7 +129,7 @@ def days_late(metadata: Path) -> float:
     return max(0.0, (submitted - due).total_seconds() / 86400)
 
 
-def grade_root(root: Path) -> str:
+def grade_root(root: Path, rubric) -> str:
     """Grade root/submission into root/results/results.json, in a child process within the rubric's
     whole-submission limit, exactly as a batch grades each submission; never raises. Returns the
     status ("graded", "error", "timeout" or "crashed")."""
@@ -137,7 +137,6 @@ def grade_root(root: Path) -> str:
     from autograder.isolation import resolve
 
     target = root / "results" / "results.json"
-    rubric = rubric_file.load()
     found = find_submission(root / "submission")
     options = SimpleNamespace(suite="all", isolation="auto", timeout=None, timing_device=None,
                               days_late=days_late(root / "submission_metadata.json"))
@@ -152,14 +151,15 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(argv[0] if argv else os.environ.get(ROOT_VAR, "/autograder"))
+    rubric = rubric_file.load()  # the bundle's own; a broken one stops here, for every submission alike
     try:
-        grade_root(root)
+        grade_root(root, rubric)
     except Exception as err:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
         from autograder import grading
 
         message = f"The autograder itself failed on this submission ({type(err).__name__}: {err}); course staff have the details."
         results.write_json_atomic(root / "results" / "results.json", results.to_gradescope(
-            grading.failure("submission", "error", message, 0, "none"), rubric_file.load()))
+            grading.failure("submission", "error", message, 0, "none"), rubric))
     data = results.load(root / "results" / "results.json")
     print(data["output"] if data else "no results were written")
     return 0

@@ -16,6 +16,10 @@ from autograder.paths import REPO, RUBRIC_FILE
 
 PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")  # fixed by the contract
 CODE_PARTS = PARTS[:5]  # graded by the test suites
+# The functions and classes students write (assignment/mhsa.py leaves each raising NotImplementedError),
+# fixed by the contract like the parts: a part's `functions` names some of them.
+CONTRACT = ("scaled_dot_product_attention", "split_heads", "merge_heads", "to_additive_mask", "causal_mask",
+            "padding_mask", "merge_masks", "MultiHeadSelfAttention", "TransformerBlock")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's
 OUTPUT_FORMATS = ("text", "md")
@@ -97,7 +101,8 @@ def _part_keys() -> tuple:
         Key("title", "string", REQUIRED, "the part's name as students read it in every result"),
         Key("points", "number", REQUIRED, "the part's points", low=0),
         Key("functions", "list of strings", [],
-            "the contract's functions and classes this part grades: a forbidden API found in one zeroes this part"),
+            "the contract's functions and classes this part grades: a forbidden API found in one zeroes this part",
+            choices=CONTRACT),
         Key("builds_on", "list of strings", [],
             "parts whose functions this part's code calls: when they fail too, feedback points to them first",
             choices=PARTS),
@@ -233,9 +238,15 @@ class Rubric:
     hidden: tuple
     results: Results = Results()
     diagnosis: bool = True   # [feedback] diagnosis: whether the diagnose stage runs
+    source: Path = RUBRIC_FILE  # the file read: hidden from the worker like rubric.toml, wherever it is
 
     def part_of(self, function: str) -> list:
         return [p.name for p in self.parts.values() if function in p.functions]
+
+    @property
+    def contract(self) -> frozenset:
+        """Every function and class the parts grade: what the stub leaves for students to write."""
+        return frozenset(f for p in self.parts.values() for f in p.functions)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,7 +289,7 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
     shown = tables["results"]
     return Rubric(parts, weights, limits, float(lim["submission_timeout_s"]), hidden,
                   Results(**{k: (float(v) if k == "late_penalty_per_day" else v) for k, v in shown.items()}),
-                  feedback["diagnosis"])
+                  feedback["diagnosis"], Path(path).resolve())
 
 
 def _checked(data: dict, path) -> dict:
