@@ -7,7 +7,7 @@ the file and the key named, so that an instructor's typo is never silently ignor
 (`release --check` fails when it is stale). Standard library only: every route reads the rubric
 before anything heavy is imported.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -26,6 +26,7 @@ OUTPUT_FORMATS = ("text", "md")
 HELD_SCORES = ("withheld", "earned")  # a held grade's total until a person reviews it: 0, or as earned
 TIMING_DEVICES = ("auto", "cuda", "cpu")
 REQUIRED = "required"  # the default of a key that has none: the file must give it
+PER_QUESTION = "per_question"  # [parts.knowledge] knowledge_feedback: each question scored and shown always
 
 
 class RubricError(ValueError):
@@ -47,7 +48,11 @@ KINDS = {
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "list of strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "list of integers": lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
     "date or date-time": lambda v: isinstance(v, date),  # a TOML date-time is a datetime, a date's subclass
+    "table of numbers": lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
+    "table": lambda v: isinstance(v, dict),               # checked as the Table its key names
+    "tables": lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),  # each one so
 }
 
 
@@ -59,29 +64,37 @@ class Key:
     default: object          # REQUIRED when the file must give it; None: absent means "not set"
     description: str
     choices: tuple = ()      # the values allowed (for a list, of each item)
-    low: float | None = None     # a number's inclusive bounds
+    low: float | None = None     # a number's inclusive bounds (for a list or a table, of each value)
     high: float | None = None
+    table: str = ""          # kinds "table" and "tables": the Table (of SCHEMA) each one follows
 
     def problem(self, value) -> str | None:
-        """What is wrong with `value` for this key (None: nothing)."""
+        """What is wrong with `value` for this key (None: nothing); a table's own keys are checked
+        against its Table."""
         if not KINDS[self.kind](value):
             return f"must be {'an' if self.kind[0] in 'aeiou' else 'a'} {self.kind}, got {value!r} ({_toml_kind(value)})"
-        items = value if isinstance(value, list) else [value]
+        items = list(value) if isinstance(value, (list, dict)) else [value]  # a table's keys: the choices
         wrong = [v for v in items if self.choices and v not in self.choices]
         if wrong:
-            return f"must be {'among' if isinstance(value, list) else 'one of'} {', '.join(map(str, self.choices))}; got {wrong[0]!r}"
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            return f"must be {self.allowed()}, got {value!r}"
+            return (f"must be {'among' if isinstance(value, (list, dict)) else 'one of'} "
+                    f"{', '.join(map(str, self.choices))}; got {wrong[0]!r}")
+        numbers = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+        if any((self.low is not None and v < self.low) or (self.high is not None and v > self.high)
+               for v in numbers if _is_number(v)):
+            return f"must {'hold values' if isinstance(value, (list, dict)) else 'be'} {self._range()}, got {value!r}"
         return None
 
     def allowed(self) -> str:
-        if self.choices:
-            return ", ".join(f"`{c}`" for c in self.choices)
+        """What the key may hold, for the schema's page."""
+        choices = ", ".join(f"`{c}`" for c in self.choices)
+        if self.kind == "table of numbers":
+            return f"keys {choices}; values {self._range()}"
+        return choices or self._range()
+
+    def _range(self) -> str:
         if self.low is not None and self.high is not None:
             return f"from {self.low:g} to {self.high:g}"
-        if self.low is not None:
-            return f"at least {self.low:g}"
-        return ""
+        return f"at least {self.low:g}" if self.low is not None else ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,6 @@ class Table:
     name: str                # as written in the file: "results", "parts.timing"
     description: str
     keys: tuple
-    others: str = ""         # keys beyond `keys` are allowed and handed on: who checks them; "" refuses them
 
     def key(self, name: str) -> Key:
         return next(k for k in self.keys if k.name == name)
@@ -110,6 +122,44 @@ def _part_keys() -> tuple:
 
 
 ENABLED = ("boolean", True)  # an optional part's switch (the stage that grades it runs only when true)
+DTYPES = ("float32", "bfloat16")
+
+# The timing check's settings: gpu_checks/settings.py reads them (and checks how they relate to one
+# another); docs/gpu-checks.md says how each was chosen.
+TIMING_SETTINGS = (
+    Key("dtypes", "list of strings", REQUIRED, "the dtypes timed (float32 runs with TF32 pinned off)", choices=DTYPES),
+    Key("pairs", "integer", REQUIRED, "interleaved (student, reference) pairs timed per case", low=1),
+    Key("early_pairs", "integer", REQUIRED, "the first pairs, whose median over threshold * early_fail_factor "
+        "fails the case early", low=1),
+    Key("early_fail_factor", "number", REQUIRED, "see early_pairs", low=1),
+    Key("rerun_pairs", "integer", REQUIRED, "one rerun's pairs, when the interval straddles the threshold "
+        "(then the median decides)", low=1),
+    Key("warmup_pairs", "integer", REQUIRED, "pairs run and discarded before timing", low=0),
+    Key("check_calls", "integer", REQUIRED, "correctness gate on fresh inputs before anything is timed", low=0),
+    Key("confidence", "number", REQUIRED, "of the bootstrap interval of the median ratio", low=0, high=1),
+    Key("call_timeout_s", "number", REQUIRED, "seconds of one request to a timing worker (building a module, "
+        "one call)", low=0.1),
+    Key("rtol", "table of numbers", REQUIRED, "relative L2 error allowed against the reference per call, per "
+        "dtype", choices=DTYPES, low=0),
+    Key("peak_tflops", "table of numbers", REQUIRED, "the device's dense peak per dtype: a faster result is "
+        "flagged for review; set it for your GPU", choices=DTYPES, low=0),
+    Key("out_of_band_slack_ms", "number", REQUIRED, "time per call spent outside the timed region beyond the "
+        "reference's: a failure over max(slack, out_of_band_fraction * reference time)", low=0),
+    Key("out_of_band_fraction", "number", REQUIRED, "see out_of_band_slack_ms", low=0),
+    Key("drift_tolerance", "number", REQUIRED, "the reference slower beside the submission than alone by more "
+        "than this share: flagged for review", low=0),
+    Key("solo_calls", "integer", REQUIRED, "reference calls timed alone, after the submission's worker is gone", low=1),
+    Key("configs", "tables", REQUIRED, "the shapes timed, one [parts.timing.configs.NAME] each (below); "
+        "launch-bound ones first, so that the cheapest catch of a slow loop runs first",
+        table="parts.timing.configs.NAME"),
+)
+TIMING_CONFIG = (
+    Key("batch", "integer", REQUIRED, "batch size", low=1),
+    Key("seq_lens", "list of integers", REQUIRED, "sequence lengths: each timed pair draws one", low=1),
+    Key("d_model", "integer", REQUIRED, "model width", low=1),
+    Key("num_heads", "integer", REQUIRED, "heads (d_model must be a multiple)", low=1),
+    Key("threshold", "number", REQUIRED, "pass when the student's time is at most this times the reference's", low=1),
+)
 
 SCHEMA = (
     *(Table(f"parts.{name}", "A part graded by the test suites: the tests marked `@pytest.mark.part"
@@ -124,10 +174,17 @@ SCHEMA = (
                   "instead of being left out of the maximum (AUTOGRADER_REQUIRE_CUDA=1 does the same)"),
               Key("device", "string", "auto", "where the part runs unless `grade --timing-device` says: `auto` "
                   "(CUDA when present, else not graded), `cuda`, or `cpu` (the [parts.timing.cpu] configs)",
-                  choices=TIMING_DEVICES)),
-          others="the timing check's settings (dtypes, pairs, configs, the [parts.timing.cpu] table, ...): "
-                 "docs/gpu-checks.md explains each; gpu_checks/settings.py refuses a missing or unknown one "
-                 "when the part is timed"),
+                  choices=TIMING_DEVICES),
+              *TIMING_SETTINGS,
+              Key("cpu", "table", None, "[parts.timing.cpu] (below): the settings that differ when timing on the CPU",
+                  table="parts.timing.cpu"))),
+    Table("parts.timing.configs.NAME", "One family of shapes timed on CUDA (NAME: e.g. `launch`, `throughput`).",
+          TIMING_CONFIG),
+    Table("parts.timing.cpu", "Timing on the CPU (`--timing-device cpu`, `device = \"cpu\"`): the same procedure "
+          "with these keys in place of [parts.timing]'s; each unset one is [parts.timing]'s. Needed to time on "
+          "the CPU.", tuple(replace(k, default=None, table=k.table.replace("timing.", "timing.cpu."))
+                            for k in TIMING_SETTINGS)),
+    Table("parts.timing.cpu.configs.NAME", "One family of shapes timed on the CPU (CPU-sized).", TIMING_CONFIG),
     Table("parts.knowledge", "The knowledge check (course/notebook/knowledge.toml), graded by the "
           "`grade_knowledge` stage. Withheld (the form of answers only, no score) until `due`.", (
               *_part_keys(),
@@ -138,7 +195,7 @@ SCHEMA = (
                   "unset: withheld until `grade --after-due-date`"),
               Key("knowledge_feedback", "string", None, "`per_question` scores and shows each question always: "
                   "only for grading after the deadline, since any score shown before it, a total included, lets "
-                  "a student find the key by resubmitting; unset: decided by `due`", choices=("per_question",)))),
+                  "a student find the key by resubmitting; unset: decided by `due`", choices=(PER_QUESTION,)))),
     Table("suites", "How each part's points are shared between the test suites that cover it. A suite that "
           "is not run (`grade --suite public`) leaves the other's share as the whole. The shares add up to 1.", (
               Key("public", "number", 0.3, "tests_public/'s share", low=0, high=1),
@@ -180,6 +237,8 @@ SCHEMA = (
             "level denies in its audit hook (results and batch folders are added by the command that grades)"),)),
 )
 TABLES = {t.name: t for t in SCHEMA}
+# Tables written on their own in the file; the others are the value of a key of one of these (Key.table).
+TOP_TABLES = {t.name: t for t in SCHEMA if t.name not in {k.table for t in SCHEMA for k in t.keys}}
 
 
 def default(table: str, key: str):
@@ -271,9 +330,8 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
         name = name.removeprefix("parts.")
         given = {k: spec.pop(k) for k in ("title", "points", "functions", "builds_on")}
         parts[name] = Part(name, given["title"], float(given["points"]), tuple(given["functions"]),
-                           feedback[name] or feedback["default"], spec.pop("require_cuda", False),
-                           spec.pop("device", "auto"), tuple(given["builds_on"]),
-                           {k: v for k, v in spec.items() if v is not None})
+                           feedback.get(name, feedback["default"]), spec.pop("require_cuda", False),
+                           spec.pop("device", "auto"), tuple(given["builds_on"]), spec)
     for part in parts.values():
         missing = [p for p in part.builds_on if p not in parts]
         if missing:
@@ -293,43 +351,52 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
 
 
 def _checked(data: dict, path) -> dict:
-    """table name -> {key: value, defaults filled in} for every table of the schema that applies: every
-    non-part table, and the parts the file has. Raises RubricError on the first thing wrong."""
-    parts = data.get("parts", {})
-    if "parts" not in data or not isinstance(parts, dict) or not parts:
+    """table name -> {key: value} for every top-level table of the schema that applies (every one but
+    the parts the file leaves out), defaults filled in. Raises RubricError on the first thing wrong."""
+    parts = data.get("parts")
+    if not isinstance(parts, dict) or not parts:
         raise RubricError(f"{path}: no [parts.NAME] table: a rubric grades at least one of {', '.join(PARTS)}")
     found = {f"parts.{name}": spec for name, spec in parts.items()}
     found |= {name: value for name, value in data.items() if name != "parts"}
-    for name, value in found.items():
-        if name not in TABLES:
+    for name in found:
+        if name not in TOP_TABLES:
             where = "part" if name.startswith("parts.") else "table"
-            names = [n.removeprefix("parts.") for n in TABLES if n.startswith("parts.") == (where == "part")]
-            raise RubricError(f"{path}: unknown {where} [{name}]{_did_you_mean(name, TABLES)}; "
+            names = [n.removeprefix("parts.") for n in TOP_TABLES if n.startswith("parts.") == (where == "part")]
+            raise RubricError(f"{path}: unknown {where} [{name}]{_did_you_mean(name, TOP_TABLES)}; "
                               f"{where}s are {', '.join(names)}")
-        if not isinstance(value, dict):
-            raise RubricError(f"{path}: {name} must be a table ([{name}]), got {value!r}")
-    tables = {}
-    for table in SCHEMA:
-        if table.name.startswith("parts.") and table.name not in found:
-            continue
-        given, values = found.get(table.name, {}), {}
-        known = {k.name for k in table.keys}
-        unknown = [k for k in given if k not in known]
-        if unknown and not table.others:
-            raise RubricError(f"{path}: [{table.name}] unknown key {unknown[0]!r}{_did_you_mean(unknown[0], known)}; "
-                              f"its keys are {', '.join(sorted(known))} (python -m autograder rubric --describe)")
-        for key in table.keys:
-            if key.name not in given:
-                if key.default is REQUIRED:
-                    raise RubricError(f"{path}: [{table.name}] needs {key.name!r} ({key.description})")
+    return {name: _table(table, found.get(name, {}), name, path) for name, table in TOP_TABLES.items()
+            if not name.startswith("parts.") or name in found}
+
+
+def _table(table: Table, given, where: str, path) -> dict:
+    """`given` (the file's [where]) checked against `table`: {key: value}, defaults filled in, a key
+    that is unset and has no default left out."""
+    if not isinstance(given, dict):
+        raise RubricError(f"{path}: {where} must be a table ([{where}]), got {given!r}")
+    known = [k.name for k in table.keys]
+    unknown = [k for k in given if k not in known]
+    if unknown:
+        raise RubricError(f"{path}: [{where}] unknown key {unknown[0]!r}{_did_you_mean(unknown[0], known)}; "
+                          f"its keys are {', '.join(known)} (python -m autograder rubric --describe)")
+    values = {}
+    for key in table.keys:
+        if key.name not in given:
+            if key.default is REQUIRED:
+                raise RubricError(f"{path}: [{where}] needs {key.name!r} ({key.description})")
+            if key.default is not None:
                 values[key.name] = list(key.default) if isinstance(key.default, list) else key.default
-                continue
-            problem = key.problem(given[key.name])
-            if problem:
-                raise RubricError(f"{path}: [{table.name}] {key.name} {problem}")
-            values[key.name] = given[key.name]
-        tables[table.name] = values | {k: given[k] for k in unknown}  # the others: checked where they are read
-    return tables
+            continue
+        value = given[key.name]
+        problem = key.problem(value)
+        if problem:
+            raise RubricError(f"{path}: [{where}] {key.name} {problem}")
+        if key.kind == "table":
+            value = _table(TABLES[key.table], value, f"{where}.{key.name}", path)
+        elif key.kind == "tables":
+            value = {name: _table(TABLES[key.table], each, f"{where}.{key.name}.{name}", path)
+                     for name, each in value.items()}
+        values[key.name] = value
+    return values
 
 
 def _did_you_mean(name: str, known) -> str:
@@ -359,8 +426,6 @@ def describe() -> str:
         for key in table.keys:
             lines.append(f"| `{key.name}` | {key.kind} | {_shown_default(key.default)} | {key.allowed()} | "
                          f"{key.description} |")
-        if table.others:
-            lines += ["", f"Other keys: {table.others}."]
         lines.append("")
     return "\n".join(lines)
 

@@ -50,6 +50,12 @@ def edited(old: str, new: str) -> str:
     (edited("public = 0.3", "public = 0.4"), r"\[suites\] shares must add up to 1"),
     (edited('title = "Masks"', 'title = "Masks"\nenabled = false'), r"\[parts.masks\] unknown key 'enabled'"),
     (SHIPPED + "\n[[x", r"not valid TOML"),
+    (edited("pairs = 20 ", "pair = 20 "), r"\[parts.timing\] unknown key 'pair' \(did you mean 'pairs'\?\)"),
+    (edited('dtypes = ["float32", "bfloat16"]', 'dtypes = ["float32", "fp16"]'), r"\[parts.timing\] dtypes must be among"),
+    (edited("rtol = { float32 = 5e-5,", "rtol = { float32 = -5e-5,"), r"\[parts.timing\] rtol must hold values at least 0"),
+    (edited("seq_lens = [16, 32]", 'seq_lens = [16, "32"]'),
+     r"\[parts.timing.cpu.configs.launch\] seq_lens must be a list of integers"),
+    (edited("drift_tolerance = 1.5 ", "drift_tolerence = 1.5 "), r"\[parts.timing.cpu\] unknown key 'drift_tolerence'"),
 ])
 def test_a_mistake_in_the_rubric_is_refused_naming_the_file_and_the_key(tmp_path, text, message):
     path = write(tmp_path, text)
@@ -168,3 +174,16 @@ def test_a_broken_custom_rubric_stops_grade_with_its_message(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(ASSIGNMENT), "--rubric", str(broken)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and f"{broken}: [limits] unknown key 'cpu_seconds'" in done.stdout
+
+
+def test_the_timing_settings_declared_are_the_ones_gpu_checks_reads():
+    from dataclasses import fields
+
+    from gpu_checks.settings import DTYPES, Config, TimingSettings
+
+    assert {k.name for k in rubric_file.TIMING_SETTINGS} == {f.name for f in fields(TimingSettings)}
+    assert {k.name for k in rubric_file.TIMING_CONFIG} == {f.name for f in fields(Config)} - {"name"}
+    assert rubric_file.DTYPES == DTYPES
+    timing = rubric_file.load().parts["timing"].settings
+    for device in ("cuda", "cpu"):
+        assert TimingSettings.for_device(timing, device).cases(), "the shipped settings are read as before"
