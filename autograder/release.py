@@ -23,7 +23,7 @@ def generated_files() -> dict:
         from autograder import notebook  # the nbgrader source notebook, where the course has one
     except ImportError:
         return files
-    return files | notebook.generated_files()
+    return files | notebook.generated_files(rubric.load())
 
 
 def stale_files() -> list:

@@ -187,3 +187,14 @@ def test_the_timing_settings_declared_are_the_ones_gpu_checks_reads():
     timing = rubric_file.load().parts["timing"].settings
     for device in ("cuda", "cpu"):
         assert TimingSettings.for_device(timing, device).cases(), "the shipped settings are read as before"
+
+
+def test_a_custom_rubric_is_hidden_from_the_worker_like_rubric_toml(tmp_path):
+    from autograder.context import GradingContext
+
+    custom = rubric_file.load(custom_rubric(tmp_path))
+    ctx = GradingContext.create(ASSIGNMENT, rubric=custom, isolation="inprocess", extras=False)
+    try:
+        assert custom.source in ctx.hidden and RUBRIC_FILE in ctx.hidden
+    finally:
+        ctx.close()
