@@ -198,3 +198,11 @@ def test_a_custom_rubric_is_hidden_from_the_worker_like_rubric_toml(tmp_path):
         assert custom.source in ctx.hidden and RUBRIC_FILE in ctx.hidden
     finally:
         ctx.close()
+
+
+def test_a_cluster_refuses_a_custom_rubric_its_workers_would_not_have(tmp_path):
+    from autograder import cluster
+
+    said = cluster.refusal(SimpleNamespace(isolation="auto", rubric=custom_rubric(tmp_path)))
+    assert said is not None and "--rubric" in said and "rubric.toml" in said
+    assert "--rubric" not in (cluster.refusal(SimpleNamespace(isolation="auto", rubric=RUBRIC_FILE)) or "")
