@@ -54,8 +54,8 @@ class GradingContext:
             isolation = None if isolation == "inprocess" else resolve(isolation)
         path = Path(path)
         origin = [path.resolve()] if path.exists() and submission_file.safe_to_hide(path) else []
-        hidden = tuple(dict.fromkeys(p for p in (*rubric.hidden, rubric.source, *(Path(h).resolve() for h in hide), *origin)
-                                     if p.exists()))
+        hiding = (*rubric.hidden, rubric.source, *(Path(h).resolve() for h in hide), *origin)
+        hidden = tuple(dict.fromkeys(p for p in hiding if p.exists()))
         device = timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else "auto")
         if device not in TIMING_DEVICES:
             raise ValueError(f"timing device must be one of {', '.join(TIMING_DEVICES)}; got {device!r}")

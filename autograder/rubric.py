@@ -25,12 +25,19 @@ VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gra
 OUTPUT_FORMATS = ("text", "md")
 HELD_SCORES = ("withheld", "earned")  # a held grade's total until a person reviews it: 0, or as earned
 TIMING_DEVICES = ("auto", "cuda", "cpu")
-REQUIRED = "required"  # the default of a key that has none: the file must give it
 PER_QUESTION = "per_question"  # [parts.knowledge] knowledge_feedback: each question scored and shown always
 
 
 class RubricError(ValueError):
     """A rubric file that does not follow the schema; the message names the file and the key."""
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "required"
+
+
+REQUIRED = _Required()  # the default of a key that has none: the file must give it
 
 
 # ------------------------------------------------------------------------------------------------
