@@ -156,8 +156,8 @@ TIMING_SETTINGS = (
     Key("drift_tolerance", "number", REQUIRED, "the reference slower beside the submission than alone by more "
         "than this share: flagged for review", low=0),
     Key("solo_calls", "integer", REQUIRED, "reference calls timed alone, after the submission's worker is gone", low=1),
-    Key("configs", "tables", REQUIRED, "the shapes timed, one [parts.timing.configs.NAME] each (below); "
-        "launch-bound ones first, so that the cheapest catch of a slow loop runs first",
+    Key("configs", "tables", REQUIRED, "the shapes timed, one table `configs.NAME` each (below); launch-bound "
+        "ones first, so that the cheapest catch of a slow loop runs first",
         table="parts.timing.configs.NAME"),
 )
 TIMING_CONFIG = (
