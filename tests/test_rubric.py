@@ -205,3 +205,15 @@ def test_a_cluster_refuses_a_custom_rubric_its_workers_would_not_have(tmp_path):
     said = cluster.refusal(SimpleNamespace(isolation="auto", rubric=custom_rubric(tmp_path)))
     assert said is not None and "--rubric" in said and "rubric.toml" in said
     assert "--rubric" not in (cluster.refusal(SimpleNamespace(isolation="auto", rubric=RUBRIC_FILE)) or "")
+
+
+def test_run_skips_a_stage_the_rubric_switches_off(tmp_path):
+    """grading.run, not only grading.enabled: the knowledge stage grades with the shipped rubric and
+    is not run at all with one whose [parts.knowledge] says enabled = false."""
+    def ran(rubric):
+        ctx = context(rubric, path=ASSIGNMENT, isolation_level="inprocess", notes=(), _backend=None, close=lambda: None)
+        return grading.run(ctx, stages=(grading.grade_knowledge,))
+
+    assert "knowledge" in ran(rubric_file.load()).parts
+    off = rubric_file.load(write(tmp_path, edited('title = "Knowledge check"', 'title = "Knowledge check"\nenabled = false')))
+    assert ran(off).parts == {}
