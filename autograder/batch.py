@@ -48,7 +48,11 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
             return 2
     out = Path(out).resolve()
     options = GradeOptions.from_args(args).hiding(folder, out)
-    rubric = options.scored(rubric or rubric_file.load())  # as each slot's grade scores it
+    try:
+        rubric = options.scored(rubric or rubric_file.load(options.rubric))  # as each slot's grade scores it
+    except rubric_file.RubricError as err:
+        print(err)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
         stale.unlink(missing_ok=True)

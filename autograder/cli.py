@@ -13,6 +13,7 @@ COMMANDS = {
     "gradebook": "autograder.commands.gradebook",
     "report": "autograder.commands.report",
     "review": "autograder.commands.review",
+    "rubric": "autograder.commands.rubric",
 }
 
 

@@ -42,6 +42,9 @@ def refusal(args) -> str | None:
         return (f"--scheduler needs the sandbox isolation level (--isolation auto or sandbox), not "
                 f"{args.isolation}: a Dask worker runs any function a client sends it, so student code that "
                 "can open a socket to the scheduler would control every worker")
+    if Path(getattr(args, "rubric", paths.RUBRIC_FILE)).resolve() != paths.RUBRIC_FILE:
+        return ("--scheduler grades with each worker's own rubric.toml (part of the grader's checksum), not "
+                f"--rubric {args.rubric}: put the rubric in rubric.toml on this machine and every worker")
     try:
         import distributed  # noqa: F401
     except ImportError:

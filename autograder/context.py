@@ -12,10 +12,10 @@ from pathlib import Path
 from autograder import rubric as rubric_file
 from autograder import submission as submission_file
 from autograder.isolation import Isolation, resolve
+from autograder.rubric import TIMING_DEVICES
 
 SUITES = ("public", "hidden")
 SUITE_CHOICES = {"public": ("public",), "hidden": ("hidden",), "all": SUITES}  # the command line's --suite
-TIMING_DEVICES = ("auto", "cuda", "cpu")
 
 
 @dataclass
@@ -42,19 +42,20 @@ class GradingContext:
     _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
 
     @classmethod
-    def create(cls, path, *, rubric=None, suites=SUITES, isolation="auto", hide=(), extras=True,
+    def create(cls, path, *, rubric: rubric_file.Rubric, suites=SUITES, isolation="auto", hide=(), extras=True,
                timing_device=None, call_timeout=None, days_late=0.0) -> "GradingContext":
         """The context for grading `path`; `isolation` is a level name ("inprocess", "auto",
-        "process", "sandbox") or an Isolation; `hide` adds paths the submission must not read."""
-        rubric, fitted = fitted_to_container(rubric or rubric_file.load())
+        "process", "sandbox") or an Isolation; `hide` adds paths the submission must not read. `rubric`:
+        the one the command loaded (rubric.load), never re-read here, so that a custom one decides."""
+        rubric, fitted = fitted_to_container(rubric)
         if call_timeout:
             rubric = replace(rubric, limits=replace(rubric.limits, call_timeout=float(call_timeout)))
         if isinstance(isolation, str):
             isolation = None if isolation == "inprocess" else resolve(isolation)
         path = Path(path)
         origin = [path.resolve()] if path.exists() and submission_file.safe_to_hide(path) else []
-        hidden = tuple(dict.fromkeys(p for p in (*rubric.hidden, *(Path(h).resolve() for h in hide), *origin)
-                                     if p.exists()))
+        hiding = (*rubric.hidden, rubric.source, *(Path(h).resolve() for h in hide), *origin)
+        hidden = tuple(dict.fromkeys(p for p in hiding if p.exists()))
         device = timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else "auto")
         if device not in TIMING_DEVICES:
             raise ValueError(f"timing device must be one of {', '.join(TIMING_DEVICES)}; got {device!r}")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from autograder.context import SUITE_CHOICES, TIMING_DEVICES
 from autograder.isolation import LEVELS
+from autograder.paths import RUBRIC_FILE
 from autograder.submission import GradingError
 
 # A grade that reaches the whole-submission limit stops calling the submission and scores what
@@ -30,9 +31,11 @@ class GradeOptions:
     days_late: float = 0.0
     hide: tuple[Path, ...] = ()
     after_due_date: bool = False
+    rubric: Path = RUBRIC_FILE            # the rubric file every grade of a run loads (slot.main, `grade`)
 
     def __post_init__(self):
         object.__setattr__(self, "hide", tuple(Path(p).resolve() for p in self.hide))
+        object.__setattr__(self, "rubric", Path(self.rubric).resolve())
 
     @staticmethod
     def add_arguments(p) -> None:
@@ -49,6 +52,9 @@ class GradeOptions:
                        help="days after the due date, for the rubric's late policy ([results] late_penalty_per_day)")
         p.add_argument("--hide", type=Path, action="append", default=[],
                        help="another path the submission must not read (repeatable)")
+        p.add_argument("--rubric", type=Path, default=RUBRIC_FILE,
+                       help="grade with this rubric instead of the course's rubric.toml (`python -m autograder rubric "
+                            "--describe` lists its keys)")
         p.add_argument("--after-due-date", action="store_true",
                        help="the work was collected after the due date (no one can resubmit against this run's "
                             "feedback): the knowledge check is scored per question whatever rubric.toml's "

@@ -121,7 +121,7 @@ def days_late(metadata: Path) -> float:
     return max(0.0, (submitted - due).total_seconds() / 86400)
 
 
-def grade_root(root: Path) -> str:
+def grade_root(root: Path, rubric) -> str:
     """Grade root/submission into root/results/results.json, in a child process within the rubric's
     whole-submission limit, exactly as a batch grades each submission; never raises. Returns the
     status ("graded", "error", "timeout" or "crashed")."""
@@ -130,7 +130,6 @@ def grade_root(root: Path) -> str:
     from autograder.slot import Submission, grade_in_child
 
     target = root / "results" / "results.json"
-    rubric = rubric_file.load()
     found = find_submission(root / "submission")
     options = GradeOptions(days_late=days_late(root / "submission_metadata.json"),
                            hide=(root / "results", root / "submission"))
@@ -143,13 +142,14 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(argv[0] if argv else os.environ.get(ROOT_VAR, "/autograder"))
+    rubric = rubric_file.load()  # the bundle's own; a broken one stops here, for every submission alike
     try:
-        grade_root(root)
+        grade_root(root, rubric)
     except Exception as err:  # noqa: BLE001 - a results file that says so beats Gradescope's blank error page
         from autograder.grade_file import write_failure
 
         message = f"The autograder itself failed on this submission ({type(err).__name__}: {err}); course staff have the details."
-        write_failure(root / "results" / "results.json", "submission", "error", message, rubric_file.load(), 0, "none")
+        write_failure(root / "results" / "results.json", "submission", "error", message, rubric, 0, "none")
     data = results.load(root / "results" / "results.json")
     print(data["output"] if data else "no results were written")
     return 0

@@ -149,7 +149,7 @@ def score(ctx: GradingContext, grade: Grade) -> Grade:
 def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     """Each failed part's likely misconception, probed through the grade's own worker."""
     failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
-    if ctx.isolation is None or "hidden" not in ctx.suites or not failed or not any(t.passed for t in grade.tests):
+    if not failed or not any(t.passed for t in grade.tests):
         return grade  # nothing runs at all: nothing to compare
     if ctx.time_up:  # probes would fail for want of time, not for what the code does: no advice beats wrong advice
         return grade
@@ -166,9 +166,7 @@ def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
-    part = ctx.rubric.parts.get("knowledge")
-    if not ctx.extras or part is None:
-        return grade
+    part = ctx.rubric.parts["knowledge"]
     from autograder import knowledge
 
     if not paths.KNOWLEDGE_KEY.is_file():  # a student's release has no key: only instructors grade it
@@ -190,9 +188,7 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
 
 def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
     """The timing part: the only place the grading engine reaches gpu_checks."""
-    part = ctx.rubric.parts.get("timing")
-    if not ctx.extras or part is None:
-        return grade
+    part = ctx.rubric.parts["timing"]
     if ctx.isolation is None:
         result = {"status": "skipped", "score": 0.0, "output": "timing needs worker isolation"}
     elif ctx.time_up:  # where the part is timed it keeps its place in the maximum, as on every other route
@@ -221,10 +217,7 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
 def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
     """The rubric's late policy ([results] late_penalty_per_day, late_days_max) as one row with
     negative points, so that the rows still add up to the total; part scores stay as earned."""
-    late = _late_share(ctx)
-    if late is None:
-        return grade
-    share, why = late
+    share, why = _late_share(ctx)
     row = Row("late penalty", "late", "failed", -round(scoring.total_units(grade.parts)[0] * share), 0, why)
     return replace(grade, adjustments=(*grade.adjustments, row))
 
@@ -268,14 +261,33 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
 STAGES = (load_submission, static_scan, start_worker, run_suites, score, diagnose, grade_knowledge, grade_timing,
           apply_late_penalty, hold_for_review)
 
+# Whether a stage runs for this grade, decided from the context (the rubric and the command line) before
+# the stage starts, as nbgrader's preprocessors have an `enabled` trait; a stage not named here always
+# runs. The rubric's switches are declared in autograder/rubric.py's SCHEMA (docs/rubric.md).
+ENABLED = {
+    # probes need a worker, and the hidden suite's results to say which misconception fits
+    diagnose: lambda ctx: ctx.rubric.diagnosis and ctx.isolation is not None and "hidden" in ctx.suites,
+    # [parts.knowledge] / [parts.timing] (a part with enabled = false is not in rubric.parts)
+    grade_knowledge: lambda ctx: ctx.extras and "knowledge" in ctx.rubric.parts,
+    grade_timing: lambda ctx: ctx.extras and "timing" in ctx.rubric.parts,
+    # [results] late_penalty_per_day / late_days_max, for a submission that is late
+    apply_late_penalty: lambda ctx: _late_share(ctx) is not None,
+}
+
+
+def enabled(stage, ctx: GradingContext) -> bool:
+    return ENABLED.get(stage, lambda ctx: True)(ctx)
+
 
 def run(ctx: GradingContext, stages=STAGES) -> Grade:
-    """Every stage in order; the context's worker and folder are gone when this returns."""
+    """Every stage in order that is enabled for `ctx`; the context's worker and folder are gone when
+    this returns."""
     started = time.monotonic()
     grade = Grade(Path(ctx.path).name.removesuffix(".py"), ctx.isolation_level, ctx.suites, notes=ctx.notes)
     try:
         for stage in stages:
-            grade = stage(ctx, grade)
+            if enabled(stage, ctx):
+                grade = stage(ctx, grade)
         backend = ctx._backend
         printed = backend.printed_output() if hasattr(backend, "printed_output") else ""
     finally:

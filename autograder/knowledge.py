@@ -19,12 +19,13 @@ import ast
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder import toml
 from autograder.errors import clean_text
 from autograder.paths import KNOWLEDGE_KEY, KNOWLEDGE_QUESTIONS
+from autograder.rubric import PER_QUESTION
 
 QUESTIONS_FILE = KNOWLEDGE_QUESTIONS
 KEY_FILE = KNOWLEDGE_KEY
@@ -208,27 +209,22 @@ def _folded(source: str):
         return None
 
 
-PER_QUESTION, WITHHELD = "per_question", "withheld"
+WITHHELD = "withheld"
 WITHHELD_NOTE = ("withheld until the due date, so that resubmitting cannot reveal the answer key "
                  "(rubric.toml [parts.knowledge] due); only the form of each answer is checked now")
 
 
 def feedback_mode(settings: dict, now: datetime | None = None) -> str:
-    """WITHHELD or PER_QUESTION, from the rubric's [parts.knowledge] settings (see the module's doc)."""
-    mode = settings.get("knowledge_feedback")
-    if mode is not None:
-        if mode != PER_QUESTION:
-            raise ValueError(f"[parts.knowledge] knowledge_feedback can only be {PER_QUESTION!r} (leave it out to "
-                             f"withhold the knowledge check until `due`), got {mode!r}: any score shown before the "
-                             "due date, a total included, lets a student find the key by resubmitting")
-        return mode
+    """WITHHELD or PER_QUESTION, from the rubric's [parts.knowledge] settings (see the module's doc),
+    which rubric.load has checked against the schema: knowledge_feedback is PER_QUESTION or unset, due
+    a date, a date-time or unset."""
+    if settings.get("knowledge_feedback") == PER_QUESTION:
+        return PER_QUESTION
     due = settings.get("due")
     if due is None:
         return WITHHELD
-    if isinstance(due, date) and not isinstance(due, datetime):  # a bare date: the end of that day
+    if not isinstance(due, datetime):  # a bare date: the end of that day
         due = datetime(due.year, due.month, due.day, 23, 59, 59)
-    if not isinstance(due, datetime):
-        raise ValueError(f"[parts.knowledge] due must be a TOML date or date-time, got {due!r}")
     if due.tzinfo is None:
         due = due.astimezone()  # a local date-time means the grading machine's time zone
     return PER_QUESTION if (now or datetime.now(timezone.utc)) >= due else WITHHELD

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from autograder import knowledge, stubs
 from autograder.errors import clean_name, clean_text
-from autograder import rubric as rubric_file
 from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
 
 ORACLES = Path(__file__).with_name("oracles.py")
@@ -37,8 +36,9 @@ METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "
             "language_info": {"name": "python"}}
 
 
-def generated_files() -> dict:
-    source = source_notebook()
+def generated_files(rubric) -> dict:
+    """Path -> text of each generated file, with the course's `rubric` (its points and suite shares)."""
+    source = source_notebook(rubric)
     return {SOURCE_NOTEBOOK: source, STUDENT_NOTEBOOK: student_version(source),
             KNOWLEDGE_MODULE: knowledge.answers_module(knowledge.questions())}
 
@@ -47,8 +47,7 @@ def generated_files() -> dict:
 # The source notebook
 # ------------------------------------------------------------------------------------------------
 
-def source_notebook() -> str:
-    rubric = rubric_file.load()
+def source_notebook(rubric) -> str:
     prelude, definitions = split_module(REFERENCE.read_text())
     lesson = lesson_sections((SOURCES / "lesson.md").read_text())
     tests = test_cells(SOURCES / "tests", rubric, [name for name, _ in definitions])
@@ -62,11 +61,16 @@ def source_notebook() -> str:
         cells += tests.get(name, [])
     cells += [_markdown("lesson-attention_plot", lesson.pop("attention_plot")),
               _code("attention_plot", (SOURCES / "plot.py").read_text().strip(), locked=True),
-              _markdown("lesson-knowledge", lesson.pop("knowledge")),
-              *knowledge_cells(rubric.parts["knowledge"].points)]
+              *knowledge_section(lesson.pop("knowledge"), rubric)]
     if lesson:
         raise ValueError(f"lesson.md: sections {sorted(lesson)} name no function of reference/mhsa.py")
     return _dumps({"cells": cells, "metadata": METADATA, "nbformat": 4, "nbformat_minor": 5})
+
+
+def knowledge_section(lesson: str, rubric) -> list:
+    """The knowledge check's lesson and cells; none when the rubric does not grade it."""
+    part = rubric.parts.get("knowledge")
+    return [_markdown("lesson-knowledge", lesson), *knowledge_cells(part.points)] if part else []
 
 
 def helpers_cell() -> str:

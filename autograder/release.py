@@ -2,8 +2,12 @@
 import shutil
 from pathlib import Path
 
+from autograder import rubric
 from autograder.paths import REFERENCE, REPO
 from autograder.stubs import generate_stubs, solution_lines
+
+
+RUBRIC_REFERENCE = "docs/rubric.md"  # every key of rubric.toml, from the schema in autograder/rubric.py
 
 
 def generated_files() -> dict:
@@ -13,12 +17,13 @@ def generated_files() -> dict:
     # The bundled examples are real files, not links: a grader never follows a link (it could lead
     # to the reference), so linked examples would be skipped.
     files = {"assignment/mhsa.py": stubs, "examples/submissions/stubs.py": stubs,
-             "examples/submissions/reference_copy.py": reference}
+             "examples/submissions/reference_copy.py": reference,
+             RUBRIC_REFERENCE: rubric.describe()}
     try:
         from autograder import notebook  # the nbgrader source notebook, where the course has one
     except ImportError:
         return files
-    return files | notebook.generated_files()
+    return files | notebook.generated_files(rubric.load())
 
 
 def stale_files() -> list:

@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import rubric as rubric_file
+from autograder.rubric import CONTRACT
 from autograder.errors import clean_name
 from autograder.handin import GradingError, read_regular, refuse_link
 
@@ -75,15 +75,14 @@ def notebook_source(path: Path) -> str:
 
 
 def is_stub(source: str) -> bool:
-    """True when every contract function (rubric.toml's `functions`) is missing or still raises
+    """True when every contract function (rubric.CONTRACT) is missing or still raises
     NotImplementedError in its own body or, for a class, in one of its methods' bodies."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested too deep to parse
         return False  # not the generated stub: it is the student's (broken) work
-    contract = {name for part in rubric_file.load().parts.values() for name in part.functions}
     defined = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    return all(name not in defined or _unwritten(defined[name]) for name in contract)
+    return all(name not in defined or _unwritten(defined[name]) for name in CONTRACT)
 
 
 def _unwritten(node) -> bool:

@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     from autograder import rubric as rubric_file
     from autograder import backends  # noqa: F401 - start-up paid here, not in a submission's time limit
 
-    rubric = rubric_file.load()
+    rubric = rubric_file.load(options.rubric)
     for line in sys.stdin:
         job = json.loads(line)
         status.write(json.dumps({"started": job["id"]}) + "\n")

@@ -140,7 +140,7 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None
             if way == "before":
                 options = Namespace(path=folder, out=out, jobs=jobs, force=False, suite="all", isolation="auto",
                                     timeout=None, hide=[], batch=True, timing_device=None, scheduler=None,
-                                    days_late=0.0, after_due_date=False)
+                                    days_late=0.0, after_due_date=False, rubric=REPO / "rubric.toml")
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     batch_module.run(options, command=(sys.executable, "-c", PROCESS_PER_SUBMISSION))
             else:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, grade_file, slot
+from autograder import batch, grade_file, paths, slot
 from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
@@ -55,7 +55,7 @@ FAKE = (sys.executable, "-c", FAKE_SLOT)
 def batch_args(folder, out, **overrides):
     return Namespace(**{"path": folder, "out": out, "jobs": 2, "force": False, "suite": "public", "isolation": "process",
                         "timeout": None, "hide": [], "batch": True, "timing_device": None, "days_late": 0.0,
-                        "after_due_date": False, **overrides})
+                        "after_due_date": False, "rubric": paths.RUBRIC_FILE, **overrides})
 
 
 def read_csv(out):

@@ -37,7 +37,7 @@ def test_student_code_runs_in_another_process_and_leaves_this_one_alone(tmp_path
     submission.write_text(paths.REFERENCE.read_text() + (
         "\ntorch.MHSA_WAS_HERE = True\n"
         "print('imported by the worker')\n"))
-    grade = grading.grade(submission, suites=("public",), extras=False)
+    grade = grading.grade(submission, suites=("public",), extras=False, rubric=rubric_file.load())
     assert not hasattr(torch, "MHSA_WAS_HERE"), "the submission's import changed nothing in the grader"
     assert "imported by the worker" in grade.output
     assert grade.score == grade.max_score == 90
@@ -132,16 +132,18 @@ def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is
     script = (
         "import sys\n"
         "from autograder import grading\n"
+        "from autograder import rubric as rubric_file\n"
         "from autograder.context import GradingContext\n"
-        f"ctx = GradingContext.create({str(submission)!r}, suites=('public',), isolation='process', extras=False)\n"
+        f"ctx = GradingContext.create({str(submission)!r}, suites=('public',), isolation='process', extras=False, "
+        "rubric=rubric_file.load())\n"
         "grade = grading.Grade('mhsa', ctx.isolation_level, ctx.suites)\n"
         "for stage in grading.STAGES[:grading.STAGES.index(grading.run_suites)]:\n"
-        "    grade = stage(ctx, grade)\n"
+        "    grade = stage(ctx, grade) if grading.enabled(stage, ctx) else grade\n"
         "started = ctx._started\n"
         "assert started is not None and started.proc.poll() is None, 'the worker is running'\n"
         "assert 'torch' not in sys.modules and 'pytest' not in sys.modules, sorted(sys.modules)\n"
         "for stage in grading.STAGES[grading.STAGES.index(grading.run_suites):]:\n"
-        "    grade = stage(ctx, grade)\n"
+        "    grade = stage(ctx, grade) if grading.enabled(stage, ctx) else grade\n"
         "printed = ctx._backend.printed_output()\n"
         "ctx.close()\n"
         "assert started.proc.poll() is not None, 'the grade stopped its worker'\n"
@@ -155,7 +157,8 @@ def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is
 def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path):
     from autograder.context import GradingContext
 
-    ctx = GradingContext.create(paths.REFERENCE, suites=("public",), isolation="process", extras=False)
+    ctx = GradingContext.create(paths.REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric_file.load())
     ctx.start_worker(paths.REFERENCE)
     started = ctx._started
     ctx.close()

@@ -101,10 +101,13 @@ def test_the_rubric_decides_the_feedback(settings, now, mode):
     assert knowledge.feedback_mode(settings, now) == mode
 
 
-@pytest.mark.parametrize("setting", ["total", "everything"])
-def test_a_setting_that_would_leak_or_is_unknown_is_refused(setting):
-    with pytest.raises(ValueError, match="knowledge_feedback"):
-        knowledge.feedback_mode({"knowledge_feedback": setting})
+@pytest.mark.parametrize("setting", ['"total"', '"everything"', "true"])
+def test_a_setting_that_would_leak_or_is_unknown_is_refused(setting, tmp_path):
+    text = rubric_file.RUBRIC_FILE.read_text().replace('# knowledge_feedback = "per_question"',
+                                                       f"knowledge_feedback = {setting}")
+    (tmp_path / "rubric.toml").write_text(text)
+    with pytest.raises(rubric_file.RubricError, match=r"\[parts.knowledge\] knowledge_feedback must be"):
+        rubric_file.load(tmp_path / "rubric.toml")
 
 
 def test_the_shipped_rubric_withholds_the_knowledge_check():

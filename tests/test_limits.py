@@ -81,7 +81,8 @@ def test_a_batch_gives_the_time_bomb_the_same_grade(time_bomb_by_grade, tmp_path
     folder.mkdir()
     (folder / "time_bomb.py").write_text(TIME_BOMB)
     args = Namespace(path=folder, out=out, jobs=1, force=False, suite="public", isolation="process", timeout=2.0,
-                     hide=[], batch=True, timing_device=None, days_late=0.0, after_due_date=False)
+                     hide=[], batch=True, timing_device=None, days_late=0.0, after_due_date=False,
+                     rubric=rubric_file.RUBRIC_FILE)
     assert batch.run(args) == 0
     data = json.loads((out / "time_bomb.json").read_text())
     by_grade = time_bomb_by_grade[0]
@@ -160,7 +161,7 @@ def test_stubs_that_raise_value_error_score_nothing_in_either_suite(tmp_path):
     only with the constructor's own test, so every code part scores 0."""
     path = tmp_path / "value_error_stubs.py"
     path.write_text(ASSIGNMENT.read_text() + (ADVERSARIAL / "cases" / "value_error_stubs.py").read_text())
-    grade = grading.grade(path, isolation="process", extras=False)
+    grade = grading.grade(path, isolation="process", extras=False, rubric=rubric_file.load())
     assert grade.score == 0 and all(p.units == 0 for p in grade.parts.values())
     passed = {(t.part, t.suite) for t in grade.tests if t.passed}
     assert passed == {("mhsa", "public"), ("mhsa", "hidden"), ("block", "public"), ("block", "hidden")}, \
@@ -171,7 +172,7 @@ def test_stubs_that_raise_value_error_score_nothing_in_either_suite(tmp_path):
 def test_timing_after_the_limit_is_not_run_and_keeps_the_usual_maximum(device, counts):
     """Once the whole-submission limit is reached, the timing part is not run: it scores 0 where it
     would have been timed (so the maximum is every route's), and stays out of it where it would not."""
-    ctx = grading.GradingContext.create(REFERENCE, isolation="process", timing_device=device)
+    ctx = grading.GradingContext.create(REFERENCE, isolation="process", timing_device=device, rubric=rubric_file.load())
     try:
         ctx.stop_early("grading reached 1 s, the time limit for a whole submission")
         grade = grading.grade_timing(ctx, grading.Grade("reference", "process", ctx.suites))

@@ -30,7 +30,8 @@ def write_notebook(path, sources):
 
 
 def test_generation_is_deterministic():
-    assert notebook.source_notebook() == notebook.source_notebook() == SOURCE.read_text()
+    course = rubric.load()
+    assert notebook.source_notebook(course) == notebook.source_notebook(course) == SOURCE.read_text()
 
 
 def test_points_per_part_are_the_rubrics():

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from autograder import grading, notebook, submission
+from autograder import rubric as rubric_file
 from autograder.paths import REPO
 
 SOURCE = REPO / notebook.SOURCE_NOTEBOOK  # every solution cell filled with the reference
@@ -54,7 +55,7 @@ def test_grading_a_notebook_names_cells_in_tracebacks_and_scan_findings(tmp_path
         "to_additive_mask": ["    if mask is not None and mask.dim() > 99:",
                              "        return torch.nn.functional.scaled_dot_product_attention(mask, mask, mask)"],
     })
-    grade = grading.grade(tmp_path / "assignment", suites=("public",), extras=False)
+    grade = grading.grade(tmp_path / "assignment", suites=("public",), extras=False, rubric=rubric_file.load())
     raised = [t for t in grade.tests if "stopped in the sdpa cell" in t.summary]
     assert raised
     sdpa, sdpa_line = numbers["scaled_dot_product_attention"]

@@ -24,8 +24,13 @@ def run(args) -> int:
         from autograder import batch
 
         return batch.run(args)
-    from autograder.rubric import load
+    from autograder.rubric import RubricError, load
 
-    rubric = load()
-    return grade_one(args.path, args.results, GradeOptions.from_args(args), rubric, show=True, time_limit=rubric.submission_timeout,
+    try:
+        rubric = load(args.rubric)
+    except RubricError as err:
+        print(err)
+        return 2
+    return grade_one(args.path, args.results, GradeOptions.from_args(args), rubric, show=True,
+                     time_limit=rubric.submission_timeout,
                      backstop=True)

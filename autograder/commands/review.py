@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autograder import results
 from autograder import rubric as rubric_file
+from autograder.paths import RUBRIC_FILE
 from autograder.reviews import REVIEWS_FILE, held, record
 
 DONE = {"release": "released", "confirm": "confirmed"}
@@ -26,6 +27,8 @@ def add_parser(subparsers):
     decision.add_argument("--release", metavar="STUDENT", help="the hold was a false alarm: the earned score counts")
     decision.add_argument("--confirm", metavar="STUDENT",
                           help="the hold was right: the parts it concerns score 0, the rest counts")
+    p.add_argument("--rubric", type=Path, default=RUBRIC_FILE,
+                   help="the rubric the batch was graded with (grade --rubric), for grades.csv's columns")
     p.add_argument("--note", default="", help="why, in a sentence: kept in the results file and reviews.json")
 
 
@@ -40,11 +43,12 @@ def run(args) -> int:
         return 0
     decision = "release" if args.release else "confirm"
     try:
+        rubric = rubric_file.load(args.rubric)
         data = record(out, name, decision, args.note)
-    except ValueError as err:
+    except ValueError as err:  # a RubricError too: nothing is recorded then
         print(err)
         return 2
-    rewrite_csv(out, rubric_file.load())
+    rewrite_csv(out, rubric)
     print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
           f"{data['extra_data'].get('max_score', 0):g}; {out / 'grades.csv'} rewritten")
     return 0
