@@ -13,62 +13,16 @@ import contextlib
 import io
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
-from autograder.scoring import PartScore, Points, Row, TestResult, to_units
+# The grade's record lives below the stages, so that results (which writes it) need not import them;
+# the runners know these names as grading.failure, grading.HELD, grading.STATUSES.
+from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade, failure  # noqa: F401
+from autograder.scoring import PartScore, Row, TestResult, to_units
 from autograder.submission import GradingError
-
-SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
-STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
-HELD = "held"  # graded, but what the grader could not decide waits for a person (`review` command)
-
-
-@dataclass(frozen=True)
-class Grade(Points):
-    submission: str
-    isolation: str
-    suites: tuple
-    status: str = "graded"
-    message: str = ""                       # why there is no grade, when status is not "graded"
-    source: Path | None = None              # the private copy of the submission being graded
-    knowledge_answers: dict | None = None
-    forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
-    held: dict = field(default_factory=dict)        # part -> why a person must review it first
-    withheld: bool = False                  # a held grade's total reads 0 until released (the rubric's held_score)
-    confirmed_units: int = 0                # a held grade's total if the reviewer confirms: its held parts 0
-    tests: tuple = ()                       # TestResult, scored once the score stage ran
-    parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
-    rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
-    adjustments: tuple = ()                 # rows that change the total, not a part: a late penalty
-    notes: tuple = ()                       # for instructors: what the grader could not do
-    output: str = ""                        # what the submission printed (capped)
-    execution_time: float = 0.0
-    max_units_if_failed: int = 0            # the maximum a failure result states
-
-    @property
-    def earned_units(self) -> int:
-        """The total the tests earned, late penalty included: what a held grade gets once released."""
-        return max(0, scoring.total_units(self.parts)[0] + sum(r.units for r in self.adjustments))
-
-    @property
-    def units(self) -> int:
-        return 0 if self.status == HELD and self.withheld else self.earned_units
-
-    @property
-    def max_units(self) -> int:
-        return scoring.total_units(self.parts)[1] if self.status in ("graded", HELD) else self.max_units_if_failed
-
-
-def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
-            elapsed: float = 0.0) -> Grade:
-    """A Grade for a submission that could not be graded: score 0 out of the usual maximum, and why."""
-    assert status in STATUSES[1:]
-    return Grade(name, isolation, tuple(suites), status=status, message=message, execution_time=round(elapsed, 2),
-                 max_units_if_failed=max_units)
-
 
 # ------------------------------------------------------------------------------------------------
 # The stages
@@ -225,7 +179,8 @@ def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
     if late is None:
         return grade
     share, why = late
-    row = Row("late penalty", "late", "failed", -round(scoring.total_units(grade.parts)[0] * share), 0, why)
+    penalty = scoring.penalty_units(scoring.total_units(grade.parts)[0], share)
+    row = Row("late penalty", "late", "failed", penalty, 0, why, share=share)
     return replace(grade, adjustments=(*grade.adjustments, row))
 
 
@@ -252,7 +207,7 @@ def hold_for_review(ctx: GradingContext, grade: Grade) -> Grade:
         return grade
     kept = sum(p.units for name, p in grade.parts.items() if name not in grade.held)
     late = _late_share(ctx)
-    confirmed = kept - (round(kept * late[0]) if late else 0)
+    confirmed = kept + (scoring.penalty_units(kept, late[0]) if late else 0)
     return replace(grade, status=HELD, withheld=ctx.rubric.results.held_score == "withheld",
                    confirmed_units=max(0, confirmed))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from autograder import scoring
 from autograder.errors import TEXT_CAP, clean_name
 from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
-from autograder.grading import HELD, SEED_NOTE, STATUSES, Grade
+from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade
 from autograder.scoring import UNITS
 
 
@@ -91,22 +91,32 @@ def rows(grade: Grade, rubric) -> list:
                     "output": _format(_output(grade, t, rubric), md),
                     "visibility": shown.hidden_visibility if t.suite == "hidden" else "visible",
                     "tags": [t.part, t.suite]})
-    for r in (*grade.rows, *grade.adjustments):
-        row = {"name": r.name, "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
-        if r.status in ("passed", "failed"):
-            row |= {"score": points(r.units), "max_score": points(r.max_units), "status": r.status}
-        # else not graded (timing without CUDA, a knowledge check withheld until the due date):
-        # Gradescope has no status for it, and a row with a score of 0 of 0 shows as passed; a row
-        # with no score at all, like the part rows, only shows its name and why.
-        out.append(row)
+    out += [row_record(r, md) for r in (*grade.rows, *grade.adjustments)]
     if shown.part_rows:
         for p in grade.parts.values():
             has_hidden = any(t.part == p.name and t.suite == "hidden" for t in grade.tests)
-            text = "\n".join([f"{_state(p)}", *(printable(n) for n in p.notes),
+            text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
                               *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
             out.append({"name": f"part {p.name}: {p.title}", "output": _format(text, md),
                         "visibility": shown.hidden_visibility if has_hidden else "visible", "tags": [p.name, "part"]})
     return out
+
+
+def row_record(r: scoring.Row, md: bool) -> dict:
+    """A knowledge, timing or adjustment row of results.json. A row not graded (timing without CUDA, a
+    knowledge check withheld until the due date) has no score and no status: Gradescope has no status
+    for it, and a row with a score of 0 of 0 shows as passed; a row with no score at all, like the part
+    rows, only shows its name and why."""
+    row = {"name": r.name, "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
+    if r.status in ("passed", "failed"):
+        row |= {"score": points(r.units), "max_score": points(r.max_units), "status": r.status}
+    return row
+
+
+def part_record(p: scoring.PartScore) -> dict:
+    """extra_data["parts"][name]: a part's points, whether it was graded, its notes and diagnosis."""
+    return {"score": p.score, "max_score": p.max_score, "graded": p.graded,
+            "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
 
 
 def _format(text: str, md: bool) -> str:
@@ -116,20 +126,20 @@ def _format(text: str, md: bool) -> str:
 
 def to_gradescope(grade: Grade, rubric) -> dict:
     """results.json in Gradescope's format; extra_data carries what instructors and tools need."""
+    md = rubric.results.output_format == "md"
     data = {
         "score": points(grade.units),
         "execution_time": grade.execution_time,
-        "output": _format(summary_text(grade, rubric), rubric.results.output_format == "md"),
+        "output": "",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": rows(grade, rubric) if grade.status in ("graded", HELD) else [],
         "extra_data": {
             "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
-            "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
-                             "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
-                      for name, p in grade.parts.items()},
-            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output} for r in grade.adjustments],
+            "parts": {name: part_record(p) for name, p in grade.parts.items()},
+            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output,
+                             **({"share": r.share} if r.share else {})} for r in grade.adjustments],
             "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
@@ -138,43 +148,59 @@ def to_gradescope(grade: Grade, rubric) -> dict:
     }
     if grade.status == HELD:
         data["extra_data"]["held"] = held_record(grade)
-    if rubric.results.output_format == "md":
+    if md:
         data["output_format"] = data["test_output_format"] = "md"
+    summary = summary_text(data, rubric) if grade.status in ("graded", HELD) else \
+        f"{_head(data)}\n{printable(grade.message)}"
+    data["output"] = _format(summary, md)
     return data
 
 
-def _state(p) -> str:
-    return f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
+def _state(p: dict) -> str:
+    return f"{p['score']:g} / {p['max_score']:g}" if p.get("graded", True) else "not graded"
 
 
-def _part_lines(grade: Grade) -> list:
-    lines = []
-    for p in grade.parts.values():
-        mine = [t for t in grade.tests if t.part == p.name]
-        passed = f"{sum(t.passed for t in mine)}/{len(mine)}" if mine else "-"
-        lines.append(f"  {p.name:<10} {_state(p):>14}  {passed:>12}  {p.title}")
-        lines += [f"      {printable(note)}" for note in p.notes if note]
-        if p.diagnosis:
-            lines.append(f"      Likely mistake: {p.diagnosis}")
+def _is_test_row(row: dict, part: str | None = None) -> bool:
+    tags = row.get("tags", [])
+    return len(tags) == 2 and tags[1] in ("public", "hidden") and (part is None or tags[0] == part)
+
+
+def _part_lines(data: dict, rubric) -> list:
+    """The score table of a results.json: a line per part (its points, its tests passed, its title), its
+    notes and diagnosis, then the adjustments and the instructor notes. Texts in `data` are clean."""
+    lines = [f"  {'part':<10} {'score':>14}  {'tests passed':>12}"]
+    for name, p in data["extra_data"].get("parts", {}).items():
+        mine = [t for t in data["tests"] if _is_test_row(t, name)]
+        passed = f"{sum(t.get('status') == 'passed' for t in mine)}/{len(mine)}" if mine else "-"
+        title = rubric.parts[name].title if name in rubric.parts else ""
+        lines.append(f"  {name:<10} {_state(p):>14}  {passed:>12}  {title}")
+        lines += [f"      {note}" for note in p.get("notes", []) if note]
+        if p.get("diagnosis"):
+            lines.append(f"      Likely mistake: {p['diagnosis']}")
+    lines += [f"  {a['name']}: {a['score']:g} ({printable(a['reason'])})"
+              for a in data["extra_data"].get("adjustments", [])]
+    lines += [f"  Note: {n}" for n in data["extra_data"].get("notes", [])]
     return lines
 
 
-def summary_text(grade: Grade, rubric) -> str:
-    """The top-level text of results.json: the score, each part, instructor notes, or why no grade.
-    While hidden rows are not visible, the parts (which reveal them) are left to their rows."""
-    head = f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"
-    if grade.status not in ("graded", HELD):
-        return f"{head}\n{printable(grade.message)}"
-    if grade.status == HELD:
-        head = "\n".join([head, *held_lines(grade)])
+def _head(data: dict) -> str:
+    extra = data["extra_data"]
+    return f"Score: {data['score']:g} / {extra['max_score']:g}  (isolation: {extra['isolation']})"
+
+
+def summary_text(data: dict, rubric) -> str:
+    """The top-level text of a graded (or held) results.json, from its own rows and parts: the score,
+    each part, instructor notes. While hidden rows are not visible, the parts (which reveal them) are
+    left to their rows."""
+    head = _head(data)
+    held = data["extra_data"].get("held")
+    if held:
+        head = "\n".join([head, *_hold_lines(held)])
     if rubric.results.hidden_visibility != "visible":
-        public = [t for t in grade.tests if t.suite == "public"]
-        return (f"{head}\nPublic tests passed: {sum(t.passed for t in public)} of {len(public)}. "
+        public = [t for t in data["tests"] if _is_test_row(t) and t["tags"][1] == "public"]
+        return (f"{head}\nPublic tests passed: {sum(t.get('status') == 'passed' for t in public)} of {len(public)}. "
                 f"Hidden tests and per-part results: shown {rubric.results.hidden_visibility.replace('_', ' ')}.")
-    lines = [head, f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
-    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
-    lines += [f"  Note: {printable(n)}" for n in grade.notes]
-    return "\n".join(lines)
+    return "\n".join([head, *_part_lines(data, rubric)])
 
 
 def table(grade: Grade, rubric, failures: bool = True) -> str:
@@ -185,9 +211,7 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
         return "\n".join([*lines, printable(grade.message)])
     if grade.status == HELD:
         lines += ["", *held_lines(grade)]
-    lines += ["", f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
-    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
-    lines += [f"  Note: {printable(n)}" for n in grade.notes]
+    lines += ["", *_part_lines(to_gradescope(grade, rubric), rubric)]
     if failures:
         for t in (t for t in grade.tests if not t.passed):
             text = _output(grade, t, rubric).replace("\n", "\n      ")
@@ -225,11 +249,14 @@ def held_record(grade: Grade) -> dict:
 
 def held_lines(grade: Grade) -> list:
     """What the student (and every instructor view) reads about a held grade."""
-    shown = ("The score above is withheld (0) until then; the tests below ran as usual." if grade.withheld else
+    return _hold_lines(held_record(grade))
+
+
+def _hold_lines(held: dict) -> list:
+    shown = ("The score above is withheld (0) until then; the tests below ran as usual." if held["withheld"] else
              "The score above is what the tests earned; it may change after the review.")
     return ["HELD FOR REVIEW: the grader could not decide part of this submission on its own, so a person "
-            "looks at it before the grade counts.", shown, "Why:",
-            *(f"  - {reason}" for reason in held_record(grade)["reasons"])]
+            "looks at it before the grade counts.", shown, "Why:", *(f"  - {reason}" for reason in held["reasons"])]
 
 
 def review_cell(data: dict) -> str:
