@@ -62,8 +62,6 @@ def discover(folder: Path) -> list[Submission]:
     return [Submission(name, p.absolute()) for p, name in zip(entries, names)]
 
 
-load_results = results.load
-
 
 def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     """The `grade --batch` command; `rubric` and `command` are there for tests (limits, a stand-in slot)."""
@@ -92,7 +90,7 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
         stale.unlink(missing_ok=True)
     submissions = discover(folder)
-    todo = [s for s in submissions if args.force or load_results(out / f"{s.name}.json") is None]
+    todo = [s for s in submissions if args.force or results.load(out / f"{s.name}.json") is None]
     isolation = "sandbox" if scheduler else resolve(args.isolation).level
     child_args = child_options(args, hide=[folder, out, *args.hide])
     max_units = grading.planned_max_units(rubric, SUITE_CHOICES[args.suite], args.suite == "all", args.timing_device)
@@ -113,7 +111,7 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
         return 130
     progress.close()
     reviews.reapply(out, [s.name for s in todo])  # a decision taken on a hold survives a rerun (--force)
-    table = write_csv(out, submissions, rubric)
+    table = results.write_grades_csv(out, [s.name for s in submissions], rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     return 0
 
@@ -139,7 +137,7 @@ def grade_locally(todo: list, out: Path, child_args: list, rubric, isolation: st
                 if attempt is not None:
                     target = out / f"{attempt.name}.json"
                     status = settle(attempt, target, rubric, isolation, max_units)
-                    progress.advance(attempt.name, status, load_results(target))
+                    progress.advance(attempt.name, status, results.load(target))
     finally:
         for slot in slots:
             if slot is not None:
@@ -173,19 +171,6 @@ def grade_in_child(sub: Submission, target: Path, child_args: list, rubric, isol
     finally:
         slot.close()
         shutil.rmtree(logs, ignore_errors=True)
-
-
-def write_csv(out: Path, submissions: list, rubric) -> str:
-    """grades.csv from the results files alone, so that it is right however the batch was interrupted."""
-    buffer = io.StringIO()
-    writer = results.SpreadsheetWriter(buffer)
-    writer.writerow(results.csv_header(rubric))
-    for sub in submissions:
-        data = load_results(out / f"{sub.name}.json")
-        if data is not None:
-            writer.writerow(results.csv_row(sub.name, data, rubric))
-    results.write_atomic(out / "grades.csv", buffer.getvalue())
-    return buffer.getvalue()
 
 
 def summary(table: str, out: Path, total: int, graded_now: int) -> str:

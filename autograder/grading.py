@@ -162,14 +162,21 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
         except TimingSetupError as err:  # the grading machine's fault: never the student's points
             result = {"status": "skipped", "score": 0.0,
                       "output": f"the timing check could not run on this machine: {err}"}
+    row, timing = timing_part(result, part, _timed_device(ctx))
+    return _with_part(replace(grade, rows=(*grade.rows, row)), timing)
+
+
+def timing_part(result: dict, part, device: str) -> tuple:
+    """(row, PartScore) of a timing verdict (status, score, output) for the rubric's timing `part`,
+    `device` in words: a skipped timing is not graded, so it stays out of the maximum. The timing
+    batch's merge (gpu_checks/batch.py) makes its rows here too."""
     graded = result["status"] != "skipped"
     units = to_units(float(result["score"])) if graded else 0
     max_units = to_units(part.points) if graded else 0
-    row = Row(f"timing: speed against the reference ({_timed_device(ctx)})", "timing", result["status"],
+    row = Row(f"timing: speed against the reference ({device})", "timing", result["status"],
               units, max_units, result["output"])
-    return _with_part(replace(grade, rows=(*grade.rows, row)),
-                      PartScore("timing", part.title, units, to_units(part.points), graded=graded,
-                                notes=(result["output"],) if not graded else ()))
+    return row, PartScore("timing", part.title, units, to_units(part.points), graded=graded,
+                          notes=(result["output"],) if not graded else ())
 
 
 def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:

@@ -5,6 +5,7 @@ Every number shown comes from whole units (autograder/scoring.py), so the top-le
 of the rows shown and each part's score the sum of its rows.
 """
 import csv
+import io
 import json
 import os
 import re
@@ -15,8 +16,11 @@ from autograder import scoring
 from autograder.errors import TEXT_CAP, clean_name
 from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
 from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade
-from autograder.scoring import UNITS
+from autograder.handin import GradingError, read_regular
+from autograder.scoring import UNITS, to_units
 
+RESULTS_FILE = "results.json"  # Gradescope's name for it; a batch names each <submission>.json
+GRADES_CSV = "grades.csv"      # a batch folder's table: one row per results file
 
 
 def points(units: int) -> float:
@@ -95,11 +99,16 @@ def rows(grade: Grade, rubric) -> list:
     if shown.part_rows:
         for p in grade.parts.values():
             has_hidden = any(t.part == p.name and t.suite == "hidden" for t in grade.tests)
-            text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
-                              *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
-            out.append({"name": f"part {p.name}: {p.title}", "output": _format(text, md),
-                        "visibility": shown.hidden_visibility if has_hidden else "visible", "tags": [p.name, "part"]})
+            out.append(part_row(p, shown.hidden_visibility if has_hidden else "visible", md))
     return out
+
+
+def part_row(p: scoring.PartScore, visibility: str, md: bool) -> dict:
+    """A part's summary row: no points of its own (the rows with points add up to the total)."""
+    text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
+                      *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
+    return {"name": f"part {p.name}: {p.title}", "output": _format(text, md), "visibility": visibility,
+            "tags": [p.name, "part"]}
 
 
 def row_record(r: scoring.Row, md: bool) -> dict:
@@ -219,6 +228,73 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     return "\n".join(lines)
 
 
+def with_extra(data: dict, fields: dict) -> dict:
+    """results.json with `fields` added to its extra_data (what a tool records about the grade: the
+    gradebook's flags and what it wrote); pure, a new dict out."""
+    return {**data, "extra_data": {**data["extra_data"], **fields}}
+
+
+# ------------------------------------------------------------------------------------------------
+# A part graded elsewhere (the timing batch on a GPU machine) put into an existing results.json
+# ------------------------------------------------------------------------------------------------
+
+def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, extra: dict | None = None) -> dict:
+    """A graded results.json with `part` (its record) and its one `row` replaced, as `grade` would
+    have written them: the row takes the place of the part's old row (or comes before the adjustments
+    and part rows), the totals are counted again in whole units from the parts, an adjustment (a late
+    penalty) takes its share of the new total, and the summary is drawn again. `extra` is added to
+    extra_data. Pure: the same inputs give the same file, so merging twice changes nothing. ValueError
+    for results this cannot redo honestly: no grade, a hold for review (its released and confirmed
+    totals are the reviewer's), a late penalty recorded without its share."""
+    extra_data = data["extra_data"]
+    if extra_data.get("status") != "graded" or not isinstance(extra_data.get("parts"), dict):
+        raise ValueError(f"its results have no grade ({extra_data.get('status')}); regrade it, then merge")
+    if extra_data.get("held"):
+        raise ValueError("its grade is (or was) held for review, and a review decides its total: "
+                         "merge before grading it, or regrade it with this part")
+    adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
+    if any("share" not in a for a in adjustments):
+        raise ValueError("its late penalty was recorded without its share (an older grader): regrade it, then merge")
+    md = data.get("output_format") == "md"
+    parts = {**extra_data["parts"], part.name: part_record(part)}
+    earned = sum(to_units(p["score"]) for p in parts.values() if p.get("graded", True))
+    maximum = sum(to_units(p["max_score"]) for p in parts.values() if p.get("graded", True))
+    for a in adjustments:
+        a["score"] = points(scoring.penalty_units(earned, a["share"]))
+    penalties = {a["name"]: a["score"] for a in adjustments}
+    tests = [t for t in data["tests"] if t.get("tags") != [part.name]]
+    after = [i for i, t in enumerate(tests)
+             if t.get("tags", [""])[-1] == "part" or (len(t.get("tags", [])) == 1 and t["name"] in penalties)]
+    replaced = next((i for i, t in enumerate(data["tests"]) if t.get("tags") == [part.name]), None)
+    at = replaced if replaced is not None else (after[0] if after else len(tests))
+    tests.insert(at, row_record(row, md))
+    tests = [{**t, "score": penalties[t["name"]]} if len(t.get("tags", [])) == 1 and t["name"] in penalties else
+             part_row(part, t["visibility"], md) if t.get("tags") == [part.name, "part"] else t for t in tests]
+    has_part_rows = any(t.get("tags", [""])[-1] == "part" for t in tests)
+    if has_part_rows and not any(t.get("tags") == [part.name, "part"] for t in tests):
+        tests.append(part_row(part, "visible", md))
+    merged = {**data, "score": points(max(0, earned + sum(to_units(a["score"]) for a in adjustments))),
+              "tests": tests, "extra_data": {**extra_data, "max_score": points(maximum), "parts": parts,
+                                             "adjustments": adjustments, **(extra or {})}}
+    merged["output"] = _format(summary_text(merged, rubric), md)
+    return merged
+
+
+def write_grades_csv(folder: Path, names, rubric) -> str:
+    """folder/grades.csv (GRADES_CSV) from the results files folder/<name>.json alone, so that it is
+    right however a batch was interrupted or a file was rewritten (a review, a merged timing); a name
+    without a valid results file has no row. Its text."""
+    buffer = io.StringIO()
+    writer = SpreadsheetWriter(buffer)
+    writer.writerow(csv_header(rubric))
+    for name in names:
+        data = load(Path(folder) / f"{name}.json")
+        if data is not None:
+            writer.writerow(csv_row(name, data, rubric))
+    write_atomic(Path(folder) / GRADES_CSV, buffer.getvalue())
+    return buffer.getvalue()
+
+
 def csv_header(rubric) -> list:
     return ["submission", "score", "max_score", *rubric.parts, "isolation", "status", "review"]
 
@@ -323,26 +399,47 @@ class SpreadsheetWriter:
         self._writer.writerow([spreadsheet_cell(cell) for cell in row])
 
 
-def load(path: Path) -> dict | None:
-    """The results file at `path` if it is complete and well-formed, else None."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
+def load(path: Path, graded_only: bool = False) -> dict | None:
+    """The results file at `path` if it is complete and well-formed (and, with `graded_only`, has a
+    grade: graded, or held for review), else None."""
+    data = _read_json(path)
     ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
           and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
           and data["extra_data"].get("status") in (*STATUSES, HELD))
+    if ok and graded_only:
+        ok = data["extra_data"]["status"] in ("graded", HELD) and isinstance(data["extra_data"].get("parts"), dict)
     return data if ok else None
+
+
+def load_any(path: Path) -> dict | None:
+    """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
+    grader's own files, older ones, and other autograders' alike: the class report reads every field
+    with a default); None for anything else."""
+    data = _read_json(path)
+    if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
+        return data
+    return None
 
 
 def read_json_record(path: Path) -> dict:
     """A record the grader keeps beside results (reviews.json, the gradebook's accepted.json): its
     object, or {} when it is missing, unreadable or not an object (nothing recorded yet)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
+    data = _read_json(path)
     return data if isinstance(data, dict) else {}
+
+
+# What a results file may be: one of this grader's is at most a few hundred KB (every text in it is
+# capped); a Gradescope export may hold another autograder's.
+MAX_READ_BYTES = 32 << 20
+
+
+def _read_json(path: Path):
+    """The JSON in `path`, read as a file nobody vouches for (a regular file, not a link, FIFO or
+    device, of at most MAX_READ_BYTES), or None when it is not one or not JSON."""
+    try:
+        return json.loads(read_regular(path, MAX_READ_BYTES).decode("utf-8", "replace"))
+    except (GradingError, OSError, ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+        return None
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

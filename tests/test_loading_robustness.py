@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, errors, handin, notebook, results, route, submission
+from autograder import errors, handin, notebook, results, route, submission
 from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources
 from autograder.classreport.sources import Record
@@ -198,12 +198,12 @@ def test_route_reads_a_bounded_number_of_notebooks(tmp_path, monkeypatch):
 
 
 def test_the_report_reads_results_and_code_within_bounds(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "MAX_READ_BYTES", 1000)
+    monkeypatch.setattr(results, "MAX_READ_BYTES", 1000)
     (tmp_path / "big.json").write_text(json.dumps({"score": 1, "pad": "x" * 2000}))
-    assert sources.read_results(tmp_path / "big.json") is None
+    assert results.load_any(tmp_path / "big.json") is None
     os.mkfifo(tmp_path / "fifo.json")  # would block an unbounded open().read()
     started = time.monotonic()
-    assert sources.read_results(tmp_path / "fifo.json") is None and time.monotonic() - started < 5
+    assert results.load_any(tmp_path / "fifo.json") is None and time.monotonic() - started < 5
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     (inbox / "small.py").write_text(REFERENCE.read_text())
@@ -251,7 +251,7 @@ def test_every_csv_export_quotes_formulas(tmp_path):
     generic_rows = list(csv.reader(io.StringIO(generic)))
     assert generic_rows[1][:7] == ["'+1x", "", "", "'@bob", "'-A", "'=cmd()", "-1.50"]
     assert list(csv.reader(io.StringIO(canvas)))[0][-1] == "'=MHSA"
-    table = batch.write_csv(_results_folder(tmp_path), [batch.Submission("=1+1", tmp_path)], rubric_file.load())
+    table = results.write_grades_csv(_results_folder(tmp_path), ["=1+1"], rubric_file.load())
     assert list(csv.reader(io.StringIO(table)))[1][0] == "'=1+1"
 
 

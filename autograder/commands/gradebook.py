@@ -17,7 +17,6 @@ reported and skipped: the others finish.
 """
 import hashlib
 import io
-import json
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import results
 from autograder.isolation import LEVELS
 from autograder.paths import COURSE, REPO
 from autograder.slot import kill_after
@@ -207,7 +207,7 @@ def grade_all(students: list, course: Path, store: Path, args, timeout: float) -
             continue
         digest = hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()
         cached = store / "cache" / f"{digest}.json"
-        student.results = None if args.force else load_results(cached)
+        student.results = None if args.force else results.load(cached, graded_only=True)
         if student.results is None:
             todo.append((student, cached))
     if not todo:
@@ -237,23 +237,12 @@ def grade_isolated(path: Path, target: Path, course: Path, isolation: str, timeo
         except subprocess.TimeoutExpired:
             return None, f"the isolated grade took more than {timeout:g} s (past the rubric's submission limit)", timeout
         seconds = time.monotonic() - started
-        data = load_results(out)
+        data = results.load(out, graded_only=True)
         if done.returncode != 0 or data is None:
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
             return None, f"the isolated grade failed (exit {done.returncode}): " + " | ".join(tail), seconds
-        target.write_text(out.read_text())  # the cache holds complete results only
+        results.write_json_atomic(target, data)  # the cache holds complete results only
         return data, "", seconds
-
-
-def load_results(path: Path) -> dict | None:
-    """A complete, graded results file, or None."""
-    try:
-        data = json.loads(Path(path).read_text())
-        parts = data["extra_data"]["parts"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    graded = data["extra_data"].get("status", "graded") in ("graded", "held")  # held: graded, waiting for a person
-    return data if graded and isinstance(parts, dict) and isinstance(data.get("tests"), list) else None
 
 
 def grader_fingerprint() -> bytes:
@@ -321,10 +310,10 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
     cell gets that question's score, other cells their share of their part's isolated score."""
     from autograder.notebook import knowledge_cell, part_of_cell
 
-    results = student.results
-    details = results["extra_data"]["parts"]
+    data = student.results
+    details = data["extra_data"]["parts"]
     withheld = set(student.held.get("parts", ())) if student.held.get("withheld") else set()
-    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in results["tests"]
+    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in data["tests"]
                  if row["name"].startswith("knowledge: ")}
     wanted = {}
     for cell in cells:
@@ -343,7 +332,7 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
             why = f"your answer scored {score:g} / {float(row['max_score']):g}: {row.get('output') or 'right'}"
         else:
             score = round(detail["score"] * cell.max_score / detail["max_score"], 6) if detail["max_score"] else 0.0
-            why = failed_tests(results, part)
+            why = failed_tests(data, part)
         wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
                                      f"kernel against the course's tests, scored {detail['score']:g} / "
                                      f"{detail['max_score']:g} in part {part} (the tests in your notebook gave "
@@ -351,8 +340,8 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
     return wanted
 
 
-def failed_tests(results: dict, part: str, shown: int = 3) -> str:
-    failed = [row for row in results["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
+def failed_tests(data: dict, part: str, shown: int = 3) -> str:
+    failed = [row for row in data["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
     if not failed:
         return "Every test of this part passed in isolation."
     lines = [f"- {row['name']}: {row.get('output', '').splitlines()[0] if row.get('output') else 'failed'}"
@@ -388,10 +377,8 @@ def apply(cells, wanted: dict, ledger: dict, student: Student) -> dict:
 
 
 def previous_ledger(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())["extra_data"].get("written_to_gradebook", {})
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    saved = results.load(path)
+    return saved["extra_data"].get("written_to_gradebook", {}) if saved else {}
 
 
 def course_config(course: Path):
@@ -423,13 +410,9 @@ def results_path(course: Path, assignment: str, student: str) -> Path:
 
 
 def save_student_results(path: Path, student: Student, wrote: bool) -> None:
-    from autograder import results
-
-    data = json.loads(json.dumps(student.results))
-    data["extra_data"] |= {"student": student.name, "flags": student.flags, "extraction_notes": student.notes,
-                           "in_kernel": student.in_kernel,
-                           "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}
-    results.write_json_atomic(path, data)
+    results.write_json_atomic(path, results.with_extra(student.results, {
+        "student": student.name, "flags": student.flags, "extraction_notes": student.notes,
+        "in_kernel": student.in_kernel, "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}))
 
 
 def table(students: list) -> str:
@@ -454,9 +437,7 @@ def table(students: list) -> str:
 def csv_report(students: list) -> str:
     parts = sorted({p for s in students for p in s.in_kernel})
     buffer = io.StringIO()
-    from autograder.results import SpreadsheetWriter
-
-    writer = SpreadsheetWriter(buffer)
+    writer = results.SpreadsheetWriter(buffer)
     writer.writerow(["student", "status", "in_kernel", "isolated",
                      *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
                      "flags", "notes", "written", "error", "review"])
@@ -480,7 +461,7 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
     notebook's checksum recorded, so later runs write nothing for it until the notebook changes."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import notebook, results
+    from autograder import notebook
 
     store = course / STORE / assignment
     accepted = read_accepted(store)
@@ -508,21 +489,15 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
     for student in done:
         recompute_late_penalty(config, db_url, assignment, student.name)
         saved = results_path(course, assignment, student.name)
-        try:
-            data = json.loads(saved.read_text())
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("extra_data"), dict):
-            data["extra_data"] |= {"written_to_gradebook": {}, "accepted": True}
-            results.write_json_atomic(saved, data)
+        data = results.load(saved)
+        if data is not None:
+            results.write_json_atomic(saved, results.with_extra(data, {"written_to_gradebook": {}, "accepted": True}))
         print(f"{student.name}: in-kernel grade accepted; flag cleared"
               + (f"; {len(student.changes)} cell score(s) taken out" if student.changes else ""))
     return 0 if len(done) == len(names) else EXIT_FAILED
 
 
 def read_accepted(store: Path) -> dict:
-    from autograder import results
-
     return results.read_json_record(store / ACCEPTED)
 
 

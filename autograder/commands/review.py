@@ -11,7 +11,7 @@ other reasons is held again, for a new look.
 """
 from pathlib import Path
 
-from autograder import batch, results
+from autograder import results
 from autograder import rubric as rubric_file
 from autograder.reviews import REVIEWS_FILE, held, record
 
@@ -46,7 +46,7 @@ def run(args) -> int:
         return 2
     rewrite_csv(out, rubric_file.load())
     print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
-          f"{data['extra_data'].get('max_score', 0):g}; {out / 'grades.csv'} rewritten")
+          f"{data['extra_data'].get('max_score', 0):g}; {out / results.GRADES_CSV} rewritten")
     return 0
 
 
@@ -68,5 +68,5 @@ def listing(out: Path) -> str:
 
 
 def rewrite_csv(out: Path, rubric) -> None:
-    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE and results.load(p) is not None)
-    batch.write_csv(out, [batch.Submission(n, out / n) for n in names], rubric)
+    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE)
+    results.write_grades_csv(out, names, rubric)
