@@ -174,15 +174,32 @@ def _is_test_row(row: dict, part: str | None = None) -> bool:
     return len(tags) == 2 and tags[1] in ("public", "hidden") and (part is None or tags[0] == part)
 
 
+def text_table(rows: list, align: str, min_widths=(), indent: str = "") -> list:
+    """Rows of cells (the header first) as lines of text: each column as wide as its widest cell and at
+    least its `min_widths` entry, aligned by `align` ("<" left, ">" right, one a column), two spaces
+    apart, no trailing spaces. The one text table of the grader: a grade's parts, a batch's scores,
+    the gradebook's comparison, a timing session's cases."""
+    widths = [max([dict(enumerate(min_widths)).get(i, 0), *(len(str(r[i])) for r in rows)]) for i in range(len(align))]
+    return [(indent + "  ".join(f"{str(cell):{a}{w}}" for cell, a, w in zip(row, align, widths))).rstrip()
+            for row in rows]
+
+
+PART_COLUMNS = ("<>><", (9, 14, 12))  # a grade's part table: part, score, tests passed, title
+
+
 def _part_lines(data: dict, rubric) -> list:
     """The score table of a results.json: a line per part (its points, its tests passed, its title), its
     notes and diagnosis, then the adjustments and the instructor notes. Texts in `data` are clean."""
-    lines = [f"  {'part':<10} {'score':>14}  {'tests passed':>12}"]
-    for name, p in data["extra_data"].get("parts", {}).items():
+    parts = data["extra_data"].get("parts", {})
+    cells = [("part", "score", "tests passed", "")]
+    for name, p in parts.items():
         mine = [t for t in data["tests"] if _is_test_row(t, name)]
         passed = f"{sum(t.get('status') == 'passed' for t in mine)}/{len(mine)}" if mine else "-"
-        title = rubric.parts[name].title if name in rubric.parts else ""
-        lines.append(f"  {name:<10} {_state(p):>14}  {passed:>12}  {title}")
+        cells.append((name, _state(p), passed, rubric.parts[name].title if name in rubric.parts else ""))
+    header, *part_lines = text_table(cells, *PART_COLUMNS, indent="  ")
+    lines = [header]
+    for line, p in zip(part_lines, parts.values()):
+        lines.append(line)
         lines += [f"      {note}" for note in p.get("notes", []) if note]
         if p.get("diagnosis"):
             lines.append(f"      Likely mistake: {p['diagnosis']}")
@@ -280,19 +297,19 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
     return merged
 
 
-def write_grades_csv(folder: Path, names, rubric) -> str:
+def write_grades_csv(folder: Path, names, rubric) -> list:
     """folder/grades.csv (GRADES_CSV) from the results files folder/<name>.json alone, so that it is
     right however a batch was interrupted or a file was rewritten (a review, a merged timing); a name
-    without a valid results file has no row. Its text."""
+    without a valid results file has no row. Its rows, the header first, as values (not CSV text)."""
+    rows = [csv_header(rubric)]
+    rows += [csv_row(name, data, rubric) for name in names
+             if (data := load(Path(folder) / f"{name}.json")) is not None]
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
-    writer.writerow(csv_header(rubric))
-    for name in names:
-        data = load(Path(folder) / f"{name}.json")
-        if data is not None:
-            writer.writerow(csv_row(name, data, rubric))
+    for row in rows:
+        writer.writerow(row)
     write_atomic(Path(folder) / GRADES_CSV, buffer.getvalue())
-    return buffer.getvalue()
+    return rows
 
 
 def csv_header(rubric) -> list:

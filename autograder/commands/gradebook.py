@@ -417,7 +417,7 @@ def save_student_results(path: Path, student: Student, wrote: bool) -> None:
 
 def table(students: list) -> str:
     width = max([len("student"), *(len(s.name) for s in students)])
-    lines = [f"{'student':<{width}} {'in kernel':>10} {'isolated':>10}  flags"]
+    cells = [("student", "in kernel", "isolated", "flags")]
     for s in students:
         kernel = f"{sum(s.in_kernel.values()):g}" if s.in_kernel else "-"
         isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
@@ -425,7 +425,11 @@ def table(students: list) -> str:
                  "accepted after review: the in-kernel grade stands" if s.accepted else
                  "HELD FOR REVIEW: " + "; ".join(s.held["reasons"] + s.flags) + " - read this notebook" if s.held else
                  "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
-        lines.append(f"{s.name:<{width}} {kernel:>10} {isolated:>10}  {state}")
+        cells.append((s.name, kernel, isolated, state))
+    header, *rows = results.text_table(cells, "<>><", (width, 9, 9))
+    lines = [header]
+    for s, row in zip(students, rows):
+        lines.append(row)
         lines += [f"{'':<{width}}   note: {note}" for note in s.notes]
         scores = [c for c in s.changes if "->" in c or "removed" in c]  # every one is in the CSV
         if scores:
