@@ -20,7 +20,7 @@ from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
 # The grade's record lives below the stages, so that results (which writes it) need not import them;
 # the runners know these names as grading.failure, grading.HELD, grading.STATUSES.
-from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade, failure  # noqa: F401
+from autograder.grade import HELD, STATUSES, Grade, failure  # noqa: F401
 from autograder.scoring import PartScore, Row, TestResult, to_units
 from autograder.submission import GradingError
 
@@ -255,12 +255,39 @@ def grade(path: Path, **options) -> Grade:
 # Running the suites
 # ------------------------------------------------------------------------------------------------
 
-class _Collector:
+class ResultCollector:
+    """pytest plugin: one TestResult per graded test (one with a rubric part) from pytest's reports, by
+    node id, and the collection failures (`errors`, which make run_pytest refuse the run). The one
+    reader of pytest's outcomes: a grade's collector and the corpus's (diagnosis/corpus.py) build on it."""
+
+    def __init__(self):
+        self.results, self.errors = {}, []
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
+
+    def pytest_runtest_logreport(self, report):
+        info = dict(report.user_properties)
+        if "part" not in info or report.skipped:
+            return
+        previous = self.results.get(report.nodeid)
+        if previous is not None and not previous.passed:
+            return  # a failed call stays failed even if teardown passes
+        self.results[report.nodeid] = TestResult(
+            report.nodeid, info["part"], info["suite"], report.passed,
+            summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
+            requires=info.get("requires", ""))
+
+
+class _Collector(ResultCollector):
     """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports;
     stops the session once `ctx.time_up` (the whole-submission limit) is set."""
 
     def __init__(self, backend, ctx: GradingContext):
-        self.backend, self.ctx, self.results, self.errors = backend, ctx, {}, []
+        super().__init__()
+        self.backend, self.ctx = backend, ctx
         self.planned = {}     # node id -> (part, suite) of every graded test, in run order
         self.started = set()  # node ids of the tests pytest began
 
@@ -283,23 +310,6 @@ class _Collector:
     def pytest_runtest_logfinish(self, nodeid, location):
         if self.ctx.time_up:
             self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
-
-    def pytest_runtest_logreport(self, report):
-        info = dict(report.user_properties)
-        if "part" not in info or report.skipped:
-            return
-        previous = self.results.get(report.nodeid)
-        if previous is not None and not previous.passed:
-            return  # a failed call stays failed even if teardown passes
-        self.results[report.nodeid] = TestResult(
-            report.nodeid, info["part"], info["suite"], report.passed,
-            summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
-            requires=info.get("requires", ""))
 
 
 def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:

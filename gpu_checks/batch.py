@@ -12,9 +12,11 @@ batch without writing a file: it is nobody's verdict.
 
 `merge` finds each timed submission's results.json in RESULTS_DIR, either RESULTS_DIR/<name>.json (a
 `grade --batch` results folder) or RESULTS_DIR/<name>/results.json (one folder per submission, as a
-Gradescope export lays them out), and replaces its timing row and part: the top-level score becomes
-the sum of the rows, extra_data.max_score the sum of the graded parts' maxima. Merging again changes
-nothing. A results folder's grades.csv is rebuilt.
+Gradescope export lays them out), and replaces its timing row and part through the results model
+(results.with_part): the file becomes the one `grade` would have written with that timing (totals in
+whole units, a late penalty taken of the new total, the summary drawn again). Merging again changes
+nothing. A grade held for review, and a late grade from a grader that did not keep the penalty's
+share, are not merged (they say why). A results folder's grades.csv is rebuilt.
 """
 import json
 import tempfile
