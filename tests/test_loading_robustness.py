@@ -251,8 +251,9 @@ def test_every_csv_export_quotes_formulas(tmp_path):
     generic_rows = list(csv.reader(io.StringIO(generic)))
     assert generic_rows[1][:7] == ["'+1x", "", "", "'@bob", "'-A", "'=cmd()", "-1.50"]
     assert list(csv.reader(io.StringIO(canvas)))[0][-1] == "'=MHSA"
-    table = results.write_grades_csv(_results_folder(tmp_path), ["=1+1"], rubric_file.load())
-    assert list(csv.reader(io.StringIO(table)))[1][0] == "'=1+1"
+    folder = _results_folder(tmp_path)
+    results.write_grades_csv(folder, ["=1+1"], rubric_file.load())
+    assert list(csv.reader((folder / results.GRADES_CSV).open()))[1][0] == "'=1+1"
 
 
 def _results_folder(tmp_path: Path) -> Path:
