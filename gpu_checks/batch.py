@@ -128,6 +128,8 @@ def with_timing(data: dict, timing: dict, rubric) -> dict:
     (grading.timing_part) and put in by the results model (results.with_part: totals in whole units,
     the late penalty taken again, the summary drawn again); a pure function, so merging the same
     timing twice gives the same file. ValueError for results it cannot merge into, saying why."""
+    if TIMING_TAG not in rubric.parts:
+        raise ValueError(f"the rubric has no [parts.{TIMING_TAG}]: merge with the rubric the course grades with")
     row, part = grading.timing_part(timing, rubric.parts[TIMING_TAG], DEVICE_NAMES[timing["device"]])
     merged = {"device": timing["device"], "isolation": timing["isolation"], "status": timing["status"]}
     return results.with_part(data, rubric, part, row, extra={"timing_merged": merged})

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -196,6 +197,8 @@ def test_merge_refuses_what_it_cannot_redo_and_says_why():
     held["extra_data"] = {**held["extra_data"], "held": {"reasons": ["dynamic import"], "decision": None}}
     old_late = graded_results("frank", late_share=0.2)
     del old_late["extra_data"]["adjustments"][0]["share"]  # written before the share was kept
-    for data, why in ((held, "held for review"), (old_late, "without its share")):
+    no_timing = replace(load(), parts={name: part for name, part in load().parts.items() if name != "timing"})
+    for data, rubric, why in ((held, load(), "held for review"), (old_late, load(), "without its share"),
+                              (graded_results("gina"), no_timing, r"no \[parts.timing\]")):
         with pytest.raises(ValueError, match=why):
-            with_timing(data, timing_file("x", "passed", 5.0), load())
+            with_timing(data, timing_file("x", "passed", 5.0), rubric)
