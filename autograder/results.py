@@ -186,7 +186,8 @@ def text_table(rows: list, align: str, min_widths=(), indent: str = "") -> list:
     least its `min_widths` entry, aligned by `align` ("<" left, ">" right, one a column), two spaces
     apart, no trailing spaces. The one text table of the grader: a grade's parts, a batch's scores,
     the gradebook's comparison, a timing session's cases."""
-    widths = [max([dict(enumerate(min_widths)).get(i, 0), *(len(str(r[i])) for r in rows)]) for i in range(len(align))]
+    least = [*min_widths, *[0] * (len(align) - len(min_widths))]
+    widths = [max([least[i], *(len(str(r[i])) for r in rows)]) for i in range(len(align))]
     return [(indent + "  ".join(f"{str(cell):{a}{w}}" for cell, a, w in zip(row, align, widths))).rstrip()
             for row in rows]
 
@@ -274,8 +275,8 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
     if extra_data.get("status") != "graded" or not isinstance(extra_data.get("parts"), dict):
         raise ValueError(f"its results have no grade ({extra_data.get('status')}); regrade it, then merge")
     if extra_data.get("held"):
-        raise ValueError("its grade is (or was) held for review, and a review decides its total: "
-                         "merge before grading it, or regrade it with this part")
+        raise ValueError("its grade is (or was) held for review, and the review decides its total: "
+                         "regrade it with this part instead")
     adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
     if any("share" not in a for a in adjustments):
         raise ValueError("its late penalty was recorded without its share (an older grader): regrade it, then merge")
@@ -287,11 +288,10 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
         a["score"] = points(scoring.penalty_units(earned, a["share"]))
     penalties = {a["name"]: a["score"] for a in adjustments}
     tests = [t for t in data["tests"] if t.get("tags") != [part.name]]
-    after = [i for i, t in enumerate(tests)
-             if t.get("tags", [""])[-1] == "part" or (len(t.get("tags", [])) == 1 and t["name"] in penalties)]
     replaced = next((i for i, t in enumerate(data["tests"]) if t.get("tags") == [part.name]), None)
-    at = replaced if replaced is not None else (after[0] if after else len(tests))
-    tests.insert(at, row_record(row, md))
+    first_after = next((i for i, t in enumerate(tests) if t.get("tags", [""])[-1] == "part"
+                        or (len(t.get("tags", [])) == 1 and t["name"] in penalties)), len(tests))
+    tests.insert(first_after if replaced is None else replaced, row_record(row, md))
     tests = [{**t, "score": penalties[t["name"]]} if len(t.get("tags", [])) == 1 and t["name"] in penalties else
              part_row(part, t["visibility"], md) if t.get("tags") == [part.name, "part"] else t for t in tests]
     has_part_rows = any(t.get("tags", [""])[-1] == "part" for t in tests)

@@ -200,3 +200,13 @@ def nbgrader_export(path):
         raise ValueError(f"{path}: not an nbgrader export; for a batch, give its results folder, not grades.csv")
 '''
     assert findings(legitimate, "ok") == []
+
+
+def test_the_one_text_table_aligns_columns_and_widens_for_a_long_cell():
+    from autograder.results import text_table
+
+    lines = text_table([("part", "score", ""), ("sdpa", "20 / 20", "title"), ("a_long_part_name", "5 / 5", "")],
+                       "<><", (9, 14))
+    # the first column takes its longest cell (16), the second its minimum (14); no trailing spaces
+    assert lines == [f"{'part':<16}  {'score':>14}", f"{'sdpa':<16}  {'20 / 20':>14}  title",
+                     f"a_long_part_name  {'5 / 5':>14}"]
