@@ -14,8 +14,6 @@ results files. With --scheduler the same submissions go to a Dask cluster (autog
 with the same results files. The slots, and the failure results, are autograder/slot.py's, which
 every runner shares.
 """
-import csv
-import io
 import sys
 from pathlib import Path
 
@@ -85,27 +83,25 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     return 0
 
 
-def summary(table: str, out: Path, total: int, graded_now: int) -> str:
-    """The score table (points per part; '-' where a part was not graded), then what happened."""
-    rows = list(csv.DictReader(io.StringIO(table)))
-    failed = [r["submission"] for r in rows if r["status"] in FAILURES]
-    held = [r["submission"] for r in rows if r["status"] == grading.HELD]
-    columns = [c for c in (csv.DictReader(io.StringIO(table)).fieldnames or [])
-               if c not in ("submission", "max_score", "isolation", "review")]
-    width = max([len("submission"), *(len(r["submission"]) for r in rows)])
-    lines = ["  ".join([f"{'submission':<{width}}", *(f"{c:>9}" for c in columns)])]
-    for row in rows:
-        cells = [f"{row['submission']:<{width}}"]
-        for c in columns:
-            value = row[c]
-            if c == "score":
-                value = f"{_number(value)}/{_number(row['max_score'])}"
-            elif c != "status":
-                value = _number(value) if value else "-"
-            cells.append(f"{value:>9}")
-        lines.append("  ".join(cells))
+def summary(table: list, out: Path, total: int, graded_now: int) -> str:
+    """The score table (points per part; '-' where a part was not graded), then what happened. `table`:
+    grades.csv's rows, the header first (results.write_grades_csv)."""
+    header, *rows = table
+    column = {name: i for i, name in enumerate(header)}
+    failed = [r[0] for r in rows if r[column["status"]] in FAILURES]
+    held = [r[0] for r in rows if r[column["status"]] == grading.HELD]
+    shown = [c for c in header if c not in ("submission", "max_score", "isolation", "review")]
+
+    def cell(row, c):
+        value = row[column[c]]
+        if c == "score":
+            return f"{_number(value)}/{_number(row[column['max_score']])}"
+        return value if c == "status" else _number(value) if value != "" else "-"
+
+    cells = [["submission", *shown], *([clean_name(row[0]), *(cell(row, c) for c in shown)] for row in rows)]
+    lines = results.text_table(cells, "<" + ">" * len(shown), (0, *(9,) * len(shown)))
     lines += ["", f"{len(rows)} of {total} submissions have results ({graded_now} graded now, "
-              f"{total - graded_now} kept from before); table: {out / 'grades.csv'}"]
+              f"{total - graded_now} kept from before); table: {out / results.GRADES_CSV}"]
     if failed:
         lines.append(f"no grade (timeout, crash or error) for: {', '.join(failed)}; see their results files")
     if held:
@@ -148,8 +144,8 @@ class Progress:
         self.stream.flush()
 
 
-def _number(text: str) -> str:
+def _number(value) -> str:
     try:
-        return f"{float(text):.4g}"
+        return f"{float(value):.4g}"
     except ValueError:
-        return text
+        return str(value)

@@ -13,62 +13,16 @@ import contextlib
 import io
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
-from autograder.scoring import PartScore, Points, Row, TestResult, to_units
+# The grade's record lives below the stages, so that results (which writes it) need not import them;
+# the runners know these names as grading.failure, grading.HELD, grading.STATUSES.
+from autograder.grade import HELD, STATUSES, Grade, failure  # noqa: F401
+from autograder.scoring import PartScore, Row, TestResult, to_units
 from autograder.submission import GradingError
-
-SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
-STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
-HELD = "held"  # graded, but what the grader could not decide waits for a person (`review` command)
-
-
-@dataclass(frozen=True)
-class Grade(Points):
-    submission: str
-    isolation: str
-    suites: tuple
-    status: str = "graded"
-    message: str = ""                       # why there is no grade, when status is not "graded"
-    source: Path | None = None              # the private copy of the submission being graded
-    knowledge_answers: dict | None = None
-    forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
-    held: dict = field(default_factory=dict)        # part -> why a person must review it first
-    withheld: bool = False                  # a held grade's total reads 0 until released (the rubric's held_score)
-    confirmed_units: int = 0                # a held grade's total if the reviewer confirms: its held parts 0
-    tests: tuple = ()                       # TestResult, scored once the score stage ran
-    parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
-    rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
-    adjustments: tuple = ()                 # rows that change the total, not a part: a late penalty
-    notes: tuple = ()                       # for instructors: what the grader could not do
-    output: str = ""                        # what the submission printed (capped)
-    execution_time: float = 0.0
-    max_units_if_failed: int = 0            # the maximum a failure result states
-
-    @property
-    def earned_units(self) -> int:
-        """The total the tests earned, late penalty included: what a held grade gets once released."""
-        return max(0, scoring.total_units(self.parts)[0] + sum(r.units for r in self.adjustments))
-
-    @property
-    def units(self) -> int:
-        return 0 if self.status == HELD and self.withheld else self.earned_units
-
-    @property
-    def max_units(self) -> int:
-        return scoring.total_units(self.parts)[1] if self.status in ("graded", HELD) else self.max_units_if_failed
-
-
-def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
-            elapsed: float = 0.0) -> Grade:
-    """A Grade for a submission that could not be graded: score 0 out of the usual maximum, and why."""
-    assert status in STATUSES[1:]
-    return Grade(name, isolation, tuple(suites), status=status, message=message, execution_time=round(elapsed, 2),
-                 max_units_if_failed=max_units)
-
 
 # ------------------------------------------------------------------------------------------------
 # The stages
@@ -204,21 +158,29 @@ def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
         except TimingSetupError as err:  # the grading machine's fault: never the student's points
             result = {"status": "skipped", "score": 0.0,
                       "output": f"the timing check could not run on this machine: {err}"}
+    row, timing = timing_part(result, part, _timed_device(ctx))
+    return _with_part(replace(grade, rows=(*grade.rows, row)), timing)
+
+
+def timing_part(result: dict, part, device: str) -> tuple:
+    """(row, PartScore) of a timing verdict (status, score, output) for the rubric's timing `part`,
+    `device` in words: a skipped timing is not graded, so it stays out of the maximum. The timing
+    batch's merge (gpu_checks/batch.py) makes its rows here too."""
     graded = result["status"] != "skipped"
     units = to_units(float(result["score"])) if graded else 0
     max_units = to_units(part.points) if graded else 0
-    row = Row(f"timing: speed against the reference ({_timed_device(ctx)})", "timing", result["status"],
+    row = Row(f"timing: speed against the reference ({device})", "timing", result["status"],
               units, max_units, result["output"])
-    return _with_part(replace(grade, rows=(*grade.rows, row)),
-                      PartScore("timing", part.title, units, to_units(part.points), graded=graded,
-                                notes=(result["output"],) if not graded else ()))
+    return row, PartScore("timing", part.title, units, to_units(part.points), graded=graded,
+                          notes=(result["output"],) if not graded else ())
 
 
 def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
     """The rubric's late policy ([results] late_penalty_per_day, late_days_max) as one row with
     negative points, so that the rows still add up to the total; part scores stay as earned."""
     share, why = _late_share(ctx)
-    row = Row("late penalty", "late", "failed", -round(scoring.total_units(grade.parts)[0] * share), 0, why)
+    penalty = scoring.penalty_units(scoring.total_units(grade.parts)[0], share)
+    row = Row("late penalty", "late", "failed", penalty, 0, why, share=share)
     return replace(grade, adjustments=(*grade.adjustments, row))
 
 
@@ -245,7 +207,7 @@ def hold_for_review(ctx: GradingContext, grade: Grade) -> Grade:
         return grade
     kept = sum(p.units for name, p in grade.parts.items() if name not in grade.held)
     late = _late_share(ctx)
-    confirmed = kept - (round(kept * late[0]) if late else 0)
+    confirmed = kept + (scoring.penalty_units(kept, late[0]) if late else 0)
     return replace(grade, status=HELD, withheld=ctx.rubric.results.held_score == "withheld",
                    confirmed_units=max(0, confirmed))
 
@@ -305,12 +267,39 @@ def grade(path: Path, **options) -> Grade:
 # Running the suites
 # ------------------------------------------------------------------------------------------------
 
-class _Collector:
+class ResultCollector:
+    """pytest plugin: one TestResult per graded test (one with a rubric part) from pytest's reports, by
+    node id, and the collection failures (`errors`, which make run_pytest refuse the run). The one
+    reader of pytest's outcomes: a grade's collector and the corpus's (diagnosis/corpus.py) build on it."""
+
+    def __init__(self):
+        self.results, self.errors = {}, []
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
+
+    def pytest_runtest_logreport(self, report):
+        info = dict(report.user_properties)
+        if "part" not in info or report.skipped:
+            return
+        previous = self.results.get(report.nodeid)
+        if previous is not None and not previous.passed:
+            return  # a failed call stays failed even if teardown passes
+        self.results[report.nodeid] = TestResult(
+            report.nodeid, info["part"], info["suite"], report.passed,
+            summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
+            requires=info.get("requires", ""))
+
+
+class _Collector(ResultCollector):
     """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports;
     stops the session once `ctx.time_up` (the whole-submission limit) is set."""
 
     def __init__(self, backend, ctx: GradingContext):
-        self.backend, self.ctx, self.results, self.errors = backend, ctx, {}, []
+        super().__init__()
+        self.backend, self.ctx = backend, ctx
         self.planned = {}     # node id -> (part, suite) of every graded test, in run order
         self.started = set()  # node ids of the tests pytest began
 
@@ -333,23 +322,6 @@ class _Collector:
     def pytest_runtest_logfinish(self, nodeid, location):
         if self.ctx.time_up:
             self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
-
-    def pytest_runtest_logreport(self, report):
-        info = dict(report.user_properties)
-        if "part" not in info or report.skipped:
-            return
-        previous = self.results.get(report.nodeid)
-        if previous is not None and not previous.passed:
-            return  # a failed call stays failed even if teardown passes
-        self.results[report.nodeid] = TestResult(
-            report.nodeid, info["part"], info["suite"], report.passed,
-            summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
-            requires=info.get("requires", ""))
 
 
 def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:

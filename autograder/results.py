@@ -1,5 +1,12 @@
-"""The one report writer: a Grade (graded, or an error, timeout or crash) as Gradescope's
-results.json, as the terminal table, and as a CSV row; files written atomically.
+"""The one results model: a Grade (graded, held, or an error, timeout or crash) as Gradescope's
+results.json, read back, changed and written only here.
+
+What it makes of a grade: results.json (its summary drawn from its own rows and parts), the terminal
+table, grades.csv. What it does with results files: load them (strictly, or leniently for the class
+report), add a part graded elsewhere (with_part: the timing batch's merge), record what a tool or a
+reviewer decided (with_extra, decide), rebuild grades.csv, and write every file atomically. Nothing
+else in the grader reads or writes results files (tests/test_results_model.py). It also holds the one
+text table (text_table) and the CSV writer that keeps cells from being read as formulas.
 
 Every number shown comes from whole units (autograder/scoring.py), so the top-level score is the sum
 of the rows shown and each part's score the sum of its rows.
@@ -15,9 +22,12 @@ from pathlib import Path
 from autograder import scoring
 from autograder.errors import TEXT_CAP, clean_name
 from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
-from autograder.grading import HELD, SEED_NOTE, STATUSES, Grade
-from autograder.scoring import UNITS
+from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade
+from autograder.handin import GradingError, read_regular
+from autograder.scoring import UNITS, to_units
 
+RESULTS_FILE = "results.json"  # Gradescope's name for it; a batch names each <submission>.json
+GRADES_CSV = "grades.csv"      # a batch folder's table: one row per results file
 
 
 def points(units: int) -> float:
@@ -92,22 +102,37 @@ def rows(grade: Grade, rubric) -> list:
                     "output": _format(_output(grade, t, rubric), md),
                     "visibility": shown.hidden_visibility if t.suite == "hidden" else "visible",
                     "tags": [t.part, t.suite]})
-    for r in (*grade.rows, *grade.adjustments):
-        row = {"name": r.name, "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
-        if r.status in ("passed", "failed"):
-            row |= {"score": points(r.units), "max_score": points(r.max_units), "status": r.status}
-        # else not graded (timing without CUDA, a knowledge check withheld until the due date):
-        # Gradescope has no status for it, and a row with a score of 0 of 0 shows as passed; a row
-        # with no score at all, like the part rows, only shows its name and why.
-        out.append(row)
+    out += [row_record(r, md) for r in (*grade.rows, *grade.adjustments)]
     if shown.part_rows:
         for p in grade.parts.values():
             has_hidden = any(t.part == p.name and t.suite == "hidden" for t in grade.tests)
-            text = "\n".join([f"{_state(p)}", *(printable(n) for n in p.notes),
-                              *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
-            out.append({"name": f"part {p.name}: {p.title}", "output": _format(text, md),
-                        "visibility": shown.hidden_visibility if has_hidden else "visible", "tags": [p.name, "part"]})
+            out.append(part_row(p, shown.hidden_visibility if has_hidden else "visible", md))
     return out
+
+
+def part_row(p: scoring.PartScore, visibility: str, md: bool) -> dict:
+    """A part's summary row: no points of its own (the rows with points add up to the total)."""
+    text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
+                      *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
+    return {"name": f"part {p.name}: {p.title}", "output": _format(text, md), "visibility": visibility,
+            "tags": [p.name, "part"]}
+
+
+def row_record(r: scoring.Row, md: bool) -> dict:
+    """A knowledge, timing or adjustment row of results.json. A row not graded (timing without CUDA, a
+    knowledge check withheld until the due date) has no score and no status: Gradescope has no status
+    for it, and a row with a score of 0 of 0 shows as passed; a row with no score at all, like the part
+    rows, only shows its name and why."""
+    row = {"name": r.name, "output": _format(printable(r.output), md), "visibility": "visible", "tags": [r.part]}
+    if r.status in ("passed", "failed"):
+        row |= {"score": points(r.units), "max_score": points(r.max_units), "status": r.status}
+    return row
+
+
+def part_record(p: scoring.PartScore) -> dict:
+    """extra_data["parts"][name]: a part's points, whether it was graded, its notes and diagnosis."""
+    return {"score": p.score, "max_score": p.max_score, "graded": p.graded,
+            "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
 
 
 def _format(text: str, md: bool) -> str:
@@ -117,20 +142,20 @@ def _format(text: str, md: bool) -> str:
 
 def to_gradescope(grade: Grade, rubric) -> dict:
     """results.json in Gradescope's format; extra_data carries what instructors and tools need."""
+    md = rubric.results.output_format == "md"
     data = {
         "score": points(grade.units),
         "execution_time": grade.execution_time,
-        "output": _format(summary_text(grade, rubric), rubric.results.output_format == "md"),
+        "output": "",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": rows(grade, rubric) if grade.status in ("graded", HELD) else [],
         "extra_data": {
             "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
-            "parts": {name: {"score": p.score, "max_score": p.max_score, "graded": p.graded,
-                             "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
-                      for name, p in grade.parts.items()},
-            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output} for r in grade.adjustments],
+            "parts": {name: part_record(p) for name, p in grade.parts.items()},
+            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output,
+                             **({"share": r.share} if r.share else {})} for r in grade.adjustments],
             "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
@@ -139,43 +164,77 @@ def to_gradescope(grade: Grade, rubric) -> dict:
     }
     if grade.status == HELD:
         data["extra_data"]["held"] = held_record(grade)
-    if rubric.results.output_format == "md":
+    if md:
         data["output_format"] = data["test_output_format"] = "md"
+    summary = summary_text(data, rubric) if grade.status in ("graded", HELD) else \
+        f"{_head(data)}\n{printable(grade.message)}"
+    data["output"] = _format(summary, md)
     return data
 
 
-def _state(p) -> str:
-    return f"{p.score:g} / {p.max_score:g}" if p.graded else "not graded"
+def _state(p: dict) -> str:
+    return f"{p['score']:g} / {p['max_score']:g}" if p.get("graded", True) else "not graded"
 
 
-def _part_lines(grade: Grade) -> list:
-    lines = []
-    for p in grade.parts.values():
-        mine = [t for t in grade.tests if t.part == p.name]
-        passed = f"{sum(t.passed for t in mine)}/{len(mine)}" if mine else "-"
-        lines.append(f"  {p.name:<10} {_state(p):>14}  {passed:>12}  {p.title}")
-        lines += [f"      {printable(note)}" for note in p.notes if note]
-        if p.diagnosis:
-            lines.append(f"      Likely mistake: {p.diagnosis}")
+def _is_test_row(row: dict, part: str | None = None) -> bool:
+    tags = row.get("tags", [])
+    return len(tags) == 2 and tags[1] in ("public", "hidden") and (part is None or tags[0] == part)
+
+
+def text_table(rows: list, align: str, min_widths=(), indent: str = "") -> list:
+    """Rows of cells (the header first) as lines of text: each column as wide as its widest cell and at
+    least its `min_widths` entry, aligned by `align` ("<" left, ">" right, one a column), two spaces
+    apart, no trailing spaces. The one text table of the grader: a grade's parts, a batch's scores,
+    the gradebook's comparison, a timing session's cases."""
+    least = [*min_widths, *[0] * (len(align) - len(min_widths))]
+    widths = [max([least[i], *(len(str(r[i])) for r in rows)]) for i in range(len(align))]
+    return [(indent + "  ".join(f"{str(cell):{a}{w}}" for cell, a, w in zip(row, align, widths))).rstrip()
+            for row in rows]
+
+
+PART_COLUMNS = ("<>><", (9, 14, 12))  # a grade's part table: part, score, tests passed, title
+
+
+def _part_lines(data: dict, rubric) -> list:
+    """The score table of a results.json: a line per part (its points, its tests passed, its title), its
+    notes and diagnosis, then the adjustments and the instructor notes. Texts in `data` are clean."""
+    parts = data["extra_data"].get("parts", {})
+    cells = [("part", "score", "tests passed", "")]
+    for name, p in parts.items():
+        mine = [t for t in data["tests"] if _is_test_row(t, name)]
+        passed = f"{sum(t.get('status') == 'passed' for t in mine)}/{len(mine)}" if mine else "-"
+        cells.append((name, _state(p), passed, rubric.parts[name].title if name in rubric.parts else ""))
+    header, *part_lines = text_table(cells, *PART_COLUMNS, indent="  ")
+    lines = [header]
+    for line, p in zip(part_lines, parts.values()):
+        lines.append(line)
+        lines += [f"      {note}" for note in p.get("notes", []) if note]
+        if p.get("diagnosis"):
+            lines.append(f"      Likely mistake: {p['diagnosis']}")
+    lines += [f"  {a['name']}: {a['score']:g} ({printable(a['reason'])})"
+              for a in data["extra_data"].get("adjustments", [])]
+    lines += [f"  Note: {n}" for n in data["extra_data"].get("notes", [])]
     return lines
 
 
-def summary_text(grade: Grade, rubric) -> str:
-    """The top-level text of results.json: the score, each part, instructor notes, or why no grade.
-    While hidden rows are not visible, the parts (which reveal them) are left to their rows."""
-    head = f"Score: {grade.score:g} / {grade.max_score:g}  (isolation: {grade.isolation})"
-    if grade.status not in ("graded", HELD):
-        return f"{head}\n{printable(grade.message)}"
-    if grade.status == HELD:
-        head = "\n".join([head, *held_lines(grade)])
+def _head(data: dict) -> str:
+    extra = data["extra_data"]
+    return f"Score: {data['score']:g} / {extra['max_score']:g}  (isolation: {extra['isolation']})"
+
+
+def summary_text(data: dict, rubric) -> str:
+    """The top-level text of a graded (or held) results.json, from its own rows and parts: the score,
+    each part, instructor notes. While hidden rows are not visible, the parts (which reveal them) are
+    left to their rows."""
+    head = _head(data)
+    held = data["extra_data"].get("held")
+    if held:
+        head = "\n".join([head, *_hold_lines(held)])
     if rubric.results.hidden_visibility != "visible":
-        public = [t for t in grade.tests if t.suite == "public"]
-        return (f"{head}\nPublic tests passed: {sum(t.passed for t in public)} of {len(public)}. "
+        public = [t for t in data["tests"] if _is_test_row(t) and t["tags"][1] == "public"]
+        return (f"{head}\nPublic tests passed: {sum(t.get('status') == 'passed' for t in public)} of {len(public)}. "
                 f"Hidden tests and per-part results: shown {rubric.results.hidden_visibility.replace('_', ' ')}.")
-    lines = [head, f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
-    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
-    lines += [f"  Note: {printable(n)}" for n in grade.notes]
-    return "\n".join(lines)
+    return "\n".join([head, *_part_lines(data, rubric)])
 
 
 def table(grade: Grade, rubric, failures: bool = True) -> str:
@@ -186,14 +245,78 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
         return "\n".join([*lines, printable(grade.message)])
     if grade.status == HELD:
         lines += ["", *held_lines(grade)]
-    lines += ["", f"  {'part':<10} {'score':>14}  {'tests passed':>12}", *_part_lines(grade)]
-    lines += [f"  {r.name}: {points(r.units):g} ({printable(r.output)})" for r in grade.adjustments]
-    lines += [f"  Note: {printable(n)}" for n in grade.notes]
+    lines += ["", *_part_lines(to_gradescope(grade, rubric), rubric)]
     if failures:
         for t in (t for t in grade.tests if not t.passed):
             text = _output(grade, t, rubric).replace("\n", "\n      ")
             lines += ["", f"  FAILED {test_name(t)}", f"      {text}"]
     return "\n".join(lines)
+
+
+def with_extra(data: dict, fields: dict) -> dict:
+    """results.json with `fields` added to its extra_data (what a tool records about the grade: the
+    gradebook's flags and what it wrote); pure, a new dict out."""
+    return {**data, "extra_data": {**data["extra_data"], **fields}}
+
+
+# ------------------------------------------------------------------------------------------------
+# A part graded elsewhere (the timing batch on a GPU machine) put into an existing results.json
+# ------------------------------------------------------------------------------------------------
+
+def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, extra: dict | None = None) -> dict:
+    """A graded results.json with `part` (its record) and its one `row` replaced, as `grade` would
+    have written them: the row takes the place of the part's old row (or comes before the adjustments
+    and part rows), the totals are counted again in whole units from the parts, an adjustment (a late
+    penalty) takes its share of the new total, and the summary is drawn again. `extra` is added to
+    extra_data. Pure: the same inputs give the same file, so merging twice changes nothing. ValueError
+    for results this cannot redo honestly: no grade, a hold for review (its released and confirmed
+    totals are the reviewer's), a late penalty recorded without its share."""
+    extra_data = data["extra_data"]
+    if extra_data.get("status") != "graded" or not isinstance(extra_data.get("parts"), dict):
+        raise ValueError(f"its results have no grade ({extra_data.get('status')}); regrade it, then merge")
+    if extra_data.get("held"):
+        raise ValueError("its grade is (or was) held for review, and the review decides its total: "
+                         "regrade it with this part instead")
+    adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
+    if any("share" not in a for a in adjustments):
+        raise ValueError("its late penalty was recorded without its share (an older grader): regrade it, then merge")
+    md = data.get("output_format") == "md"
+    parts = {**extra_data["parts"], part.name: part_record(part)}
+    earned = sum(to_units(p["score"]) for p in parts.values() if p.get("graded", True))
+    maximum = sum(to_units(p["max_score"]) for p in parts.values() if p.get("graded", True))
+    for a in adjustments:
+        a["score"] = points(scoring.penalty_units(earned, a["share"]))
+    penalties = {a["name"]: a["score"] for a in adjustments}
+    tests = [t for t in data["tests"] if t.get("tags") != [part.name]]
+    replaced = next((i for i, t in enumerate(data["tests"]) if t.get("tags") == [part.name]), None)
+    first_after = next((i for i, t in enumerate(tests) if t.get("tags", [""])[-1] == "part"
+                        or (len(t.get("tags", [])) == 1 and t["name"] in penalties)), len(tests))
+    tests.insert(first_after if replaced is None else replaced, row_record(row, md))
+    tests = [{**t, "score": penalties[t["name"]]} if len(t.get("tags", [])) == 1 and t["name"] in penalties else
+             part_row(part, t["visibility"], md) if t.get("tags") == [part.name, "part"] else t for t in tests]
+    has_part_rows = any(t.get("tags", [""])[-1] == "part" for t in tests)
+    if has_part_rows and not any(t.get("tags") == [part.name, "part"] for t in tests):
+        tests.append(part_row(part, "visible", md))
+    merged = {**data, "score": points(max(0, earned + sum(to_units(a["score"]) for a in adjustments))),
+              "tests": tests, "extra_data": {**extra_data, "max_score": points(maximum), "parts": parts,
+                                             "adjustments": adjustments, **(extra or {})}}
+    merged["output"] = _format(summary_text(merged, rubric), md)
+    return merged
+
+
+def write_grades_csv(folder: Path, names, rubric) -> list:
+    """folder/grades.csv (GRADES_CSV) from the results files folder/<name>.json alone, so that it is
+    right however a batch was interrupted or a file was rewritten (a review, a merged timing); a name
+    without a valid results file has no row. Its rows, the header first, as values (not CSV text)."""
+    rows = [csv_header(rubric)]
+    rows += [csv_row(name, data, rubric) for name in names
+             if (data := load(Path(folder) / f"{name}.json")) is not None]
+    buffer = io.StringIO()
+    writer = SpreadsheetWriter(buffer)
+    for row in rows:
+        writer.writerow(row)
+    write_atomic(Path(folder) / GRADES_CSV, buffer.getvalue())
+    return rows
 
 
 def csv_header(rubric) -> list:
@@ -207,20 +330,6 @@ def csv_row(name: str, data: dict, rubric) -> list:
     return [clean_name(name), data["score"], extra.get("max_score", ""),
             *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
             extra.get("isolation", ""), extra.get("status", "graded"), review_cell(data)]
-
-
-def write_grades_csv(folder: Path, names: list, rubric) -> str:
-    """FOLDER/grades.csv rebuilt from the results files FOLDER/<name>.json alone (a name without a valid
-    one has no row), so that it is right however the run that wrote them was interrupted; returns it."""
-    buffer = io.StringIO()
-    writer = SpreadsheetWriter(buffer)
-    writer.writerow(csv_header(rubric))
-    for name in names:
-        data = load(folder / f"{name}.json")
-        if data is not None:
-            writer.writerow(csv_row(name, data, rubric))
-    write_atomic(folder / "grades.csv", buffer.getvalue())
-    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -240,11 +349,14 @@ def held_record(grade: Grade) -> dict:
 
 def held_lines(grade: Grade) -> list:
     """What the student (and every instructor view) reads about a held grade."""
-    shown = ("The score above is withheld (0) until then; the tests below ran as usual." if grade.withheld else
+    return _hold_lines(held_record(grade))
+
+
+def _hold_lines(held: dict) -> list:
+    shown = ("The score above is withheld (0) until then; the tests below ran as usual." if held["withheld"] else
              "The score above is what the tests earned; it may change after the review.")
     return ["HELD FOR REVIEW: the grader could not decide part of this submission on its own, so a person "
-            "looks at it before the grade counts.", shown, "Why:",
-            *(f"  - {reason}" for reason in held_record(grade)["reasons"])]
+            "looks at it before the grade counts.", shown, "Why:", *(f"  - {reason}" for reason in held["reasons"])]
 
 
 def review_cell(data: dict) -> str:
@@ -311,26 +423,47 @@ class SpreadsheetWriter:
         self._writer.writerow([spreadsheet_cell(cell) for cell in row])
 
 
-def load(path: Path) -> dict | None:
-    """The results file at `path` if it is complete and well-formed, else None."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
+def load(path: Path, graded_only: bool = False) -> dict | None:
+    """The results file at `path` if it is complete and well-formed (and, with `graded_only`, has a
+    grade: graded, or held for review), else None."""
+    data = _read_json(path)
     ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
           and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
           and data["extra_data"].get("status") in (*STATUSES, HELD))
+    if ok and graded_only:
+        ok = data["extra_data"]["status"] in ("graded", HELD) and isinstance(data["extra_data"].get("parts"), dict)
     return data if ok else None
+
+
+def load_any(path: Path) -> dict | None:
+    """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
+    grader's own files, older ones, and other autograders' alike: the class report reads every field
+    with a default); None for anything else."""
+    data = _read_json(path)
+    if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
+        return data
+    return None
 
 
 def read_json_record(path: Path) -> dict:
     """A record the grader keeps beside results (reviews.json, the gradebook's accepted.json): its
     object, or {} when it is missing, unreadable or not an object (nothing recorded yet)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
+    data = _read_json(path)
     return data if isinstance(data, dict) else {}
+
+
+# What a results file may be: one of this grader's is at most a few hundred KB (every text in it is
+# capped); a Gradescope export may hold another autograder's.
+MAX_READ_BYTES = 32 << 20
+
+
+def _read_json(path: Path):
+    """The JSON in `path`, read as a file nobody vouches for (a regular file, not a link, FIFO or
+    device, of at most MAX_READ_BYTES), or None when it is not one or not JSON."""
+    try:
+        return json.loads(read_regular(path, MAX_READ_BYTES).decode("utf-8", "replace"))
+    except (GradingError, OSError, ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+        return None
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -3,7 +3,7 @@
 Points are counted in whole units of 1/10,000 of a point and split by largest remainders, so the
 rows of a result add up exactly to their part and the parts to the total: no 89.9955 against 90.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 UNITS = 10_000  # a point's smallest share
 
@@ -56,13 +56,15 @@ class PartScore(Points):
 
 @dataclass(frozen=True)
 class Row(Points):
-    """A result row that is not a test: one knowledge-check question, or the timing verdict."""
+    """A result row that is not a test: one knowledge-check question, the timing verdict, or an
+    adjustment of the total (a late penalty)."""
     name: str
     part: str
     status: str           # "passed" | "failed" | "skipped" (not graded: no points either way)
     units: int
     max_units: int
     output: str = ""
+    share: float = 0.0    # an adjustment's share of the parts' total (a late penalty): a merge takes it again
 
 
 def to_units(points: float) -> int:
@@ -140,6 +142,11 @@ def works_on_valid_input(test: TestResult, tests) -> bool:
     module = test.nodeid.split("::")[0]
     return any(t.passed for t in tests if t.nodeid.split("::")[0] == module
                and (t.name == test.requires or t.name.startswith(test.requires + "[")))
+
+
+def penalty_units(earned_units: int, share: float) -> int:
+    """A penalty that takes `share` of `earned_units` (a late penalty), in negative whole units."""
+    return -round(earned_units * share)
 
 
 def total_units(parts: dict) -> tuple:

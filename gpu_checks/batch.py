@@ -12,17 +12,18 @@ batch without writing a file: it is nobody's verdict.
 
 `merge` finds each timed submission's results.json in RESULTS_DIR, either RESULTS_DIR/<name>.json (a
 `grade --batch` results folder) or RESULTS_DIR/<name>/results.json (one folder per submission, as a
-Gradescope export lays them out), and replaces its timing row and part: the top-level score becomes
-the sum of the rows, extra_data.max_score the sum of the graded parts' maxima. Merging again changes
-nothing. A results folder's grades.csv is rebuilt.
+Gradescope export lays them out), and replaces its timing row and part through the results model
+(results.with_part): the file becomes the one `grade` would have written with that timing (totals in
+whole units, a late penalty taken of the new total, the summary drawn again). Merging again changes
+nothing. A grade held for review, and a late grade from a grader that did not keep the penalty's
+share, are not merged (they say why). A results folder's grades.csv is rebuilt.
 """
 import json
-import re
 import tempfile
 import time
 from pathlib import Path
 
-from autograder import results
+from autograder import grading, results
 from autograder.slot import discover
 from autograder.submission import GradingError
 from autograder.submission import load as load_submission
@@ -33,7 +34,6 @@ TIMING_FIELDS = {"submission": str, "status": str, "score": (int, float), "max_s
                  "output": str, "device": (str, type(None)), "isolation": str}
 STATUSES = ("passed", "failed", "skipped")
 TIMING_TAG = "timing"  # the rubric part, and the tag of its row in results.json
-POINT_DIGITS = 4  # results.json scores are multiples of 1e-4 points
 DEVICE_NAMES = {"cuda": "CUDA", "cpu": "CPU", None: "not timed"}  # as `grade` names its timing row
 
 
@@ -101,13 +101,14 @@ def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
         if data is None:
             problems.append(f"{timing['submission']}: no valid results.json in {results_dir}")
             continue
-        status = data["extra_data"].get("status", "graded")
-        if status != "graded":
-            problems.append(f"{timing['submission']}: its results have no grade ({status}); regrade it, then merge")
+        try:
+            merged_data = with_timing(data, timing, rubric)
+        except ValueError as why:
+            problems.append(f"{timing['submission']}: {why}")
             continue
-        results.write_json_atomic(target, with_timing(data, timing))
+        results.write_json_atomic(target, merged_data)
         merged.append(timing["submission"])
-    if (results_dir / "grades.csv").exists():
+    if (results_dir / results.GRADES_CSV).exists():
         results.write_grades_csv(results_dir, [p.stem for p in sorted(results_dir.glob("*.json"))], rubric)
     log(f"merged timing into {len(merged)} results file(s) in {results_dir}")
     for problem in problems:
@@ -116,49 +117,19 @@ def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
 
 
 def results_file(results_dir: Path, name: str) -> Path | None:
-    for candidate in (results_dir / f"{name}.json", results_dir / name / "results.json"):
+    for candidate in (results_dir / f"{name}.json", results_dir / name / results.RESULTS_FILE):
         if candidate.is_file():
             return candidate
     return None
 
 
-def with_timing(data: dict, timing: dict) -> dict:
-    """results.json with its timing row and part replaced by `timing`'s; a pure function, so merging
-    the same timing twice gives the same file."""
-    graded = timing["status"] != "skipped"
-    row = {"name": f"timing: speed against the reference ({DEVICE_NAMES[timing['device']]})",
-           "score": float(timing["score"]), "max_score": float(timing["max_score"]) if graded else 0.0,
-           "output": timing["output"] if graded else f"Not graded: {timing['output']}",
-           "visibility": "visible", "tags": [TIMING_TAG]}
-    if graded:
-        row["status"] = timing["status"]
-    tests = [t for t in data["tests"] if TIMING_TAG not in t.get("tags", ())] + [row]
-    extra = dict(data["extra_data"])
-    parts = dict(extra.get("parts", {}))
-    parts[TIMING_TAG] = {"score": float(timing["score"]), "max_score": float(timing["max_score"]),
-                         "graded": graded, "notes": [timing["output"]], "diagnosis": ""}
-    extra["parts"] = parts
-    extra["max_score"] = round(sum(p["max_score"] for p in parts.values() if p.get("graded", True)), POINT_DIGITS)
-    extra["timing_merged"] = {"device": timing["device"], "isolation": timing["isolation"],
-                              "status": timing["status"]}
-    score = round(sum(t["score"] for t in tests), POINT_DIGITS)
-    return {**data, "score": score, "output": summary_with_timing(data.get("output", ""), score, extra["max_score"],
-                                                                  row), "tests": tests, "extra_data": extra}
-
-
-def summary_with_timing(text: str, score: float, max_score: float, row: dict) -> str:
-    """The summary `grade` wrote, with the new total in its headline and the timing part's lines (the
-    part line and its indented notes) replaced by one that points to the timing row."""
-    lines, out, skipping = text.splitlines(), [], False
-    for line in lines:
-        if skipping and line.startswith("      "):
-            continue
-        skipping = line.startswith(f"  {TIMING_TAG} ")
-        if skipping:
-            state = f"{row['score']:g} / {row['max_score']:g}" if "status" in row else "not graded"
-            out.append(f"  {TIMING_TAG:<10} {state:>14}  see the row '{row['name']}'")
-        else:
-            out.append(line)
-    if out and out[0].startswith("Score: "):
-        out[0] = re.sub(r"^Score: \S+ / \S+", f"Score: {score:g} / {max_score:g}", out[0])
-    return "\n".join(out)
+def with_timing(data: dict, timing: dict, rubric) -> dict:
+    """results.json with its timing row and part replaced by `timing`'s, made as `grade` makes them
+    (grading.timing_part) and put in by the results model (results.with_part: totals in whole units,
+    the late penalty taken again, the summary drawn again); a pure function, so merging the same
+    timing twice gives the same file. ValueError for results it cannot merge into, saying why."""
+    if TIMING_TAG not in rubric.parts:
+        raise ValueError(f"the rubric has no [parts.{TIMING_TAG}]: merge with the rubric the course grades with")
+    row, part = grading.timing_part(timing, rubric.parts[TIMING_TAG], DEVICE_NAMES[timing["device"]])
+    merged = {"device": timing["device"], "isolation": timing["isolation"], "status": timing["status"]}
+    return results.with_part(data, rubric, part, row, extra={"timing_merged": merged})

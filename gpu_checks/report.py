@@ -1,4 +1,5 @@
 """A session as text: one table row per case, then the reasons behind every failure."""
+from autograder.results import text_table
 from gpu_checks.checks import achieved_tflops
 from gpu_checks.session import BASELINE, REFERENCE, STUDENT
 
@@ -16,9 +17,7 @@ def render(session) -> str:
              "ratio = your time / the reference's, median over interleaved pairs; a case passes when its "
              "interval is within the threshold.",
              f"TFLOP/s: median per call, matmul flops only, by the device clock ({clock}).", ""]
-    rows = [HEADER] + [_row(c) for c in session.cases]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines += text_table([HEADER] + [_row(c) for c in session.cases], "<" * len(HEADER))
     reasons = [f"- {c.case.name}: {reason}" for c in session.cases for reason in c.reasons]
     return "\n".join(lines + ([""] + reasons if reasons else []))
 

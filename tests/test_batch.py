@@ -164,9 +164,9 @@ def test_a_batch_without_a_folder_or_an_output_is_refused(tmp_path, capsys, prob
 
 
 def test_summary_prints_a_score_table_per_part():
-    table = ("submission,score,max_score,sdpa,heads,timing,isolation,status\n"
-             "alice,25.5,30,20,5.5,,sandbox,graded\n"
-             "bob,0,30,,,,sandbox,timeout\n")
+    table = [["submission", "score", "max_score", "sdpa", "heads", "timing", "isolation", "status", "review"],
+             ["alice", 25.5, 30.0, 20.0, 5.5, "", "sandbox", "graded", ""],
+             ["bob", 0.0, 30.0, "", "", "", "sandbox", "timeout", ""]]
     text = batch.summary(table, Path("out"), total=2, graded_now=2)
     header, alice, bob = text.splitlines()[:3]
     assert header.split() == ["submission", "score", "sdpa", "heads", "timing", "status"]

@@ -22,7 +22,7 @@ from autograder.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers
 
 MARKER = "mhsa-isolation-test-orphan"
 # A process that leaves a grandchild behind in a session of its own, then exits with status 7.
-DOUBLE_FORK = textwrap.dedent(f"""
+DOUBLE_FORK = textwrap.dedent("""
     import os, sys, time
     if os.fork() == 0:
         os.setsid()

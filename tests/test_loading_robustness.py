@@ -198,12 +198,12 @@ def test_route_reads_a_bounded_number_of_notebooks(tmp_path, monkeypatch):
 
 
 def test_the_report_reads_results_and_code_within_bounds(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "MAX_READ_BYTES", 1000)
+    monkeypatch.setattr(results, "MAX_READ_BYTES", 1000)
     (tmp_path / "big.json").write_text(json.dumps({"score": 1, "pad": "x" * 2000}))
-    assert sources.read_results(tmp_path / "big.json") is None
+    assert results.load_any(tmp_path / "big.json") is None
     os.mkfifo(tmp_path / "fifo.json")  # would block an unbounded open().read()
     started = time.monotonic()
-    assert sources.read_results(tmp_path / "fifo.json") is None and time.monotonic() - started < 5
+    assert results.load_any(tmp_path / "fifo.json") is None and time.monotonic() - started < 5
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     (inbox / "small.py").write_text(REFERENCE.read_text())
@@ -251,8 +251,9 @@ def test_every_csv_export_quotes_formulas(tmp_path):
     generic_rows = list(csv.reader(io.StringIO(generic)))
     assert generic_rows[1][:7] == ["'+1x", "", "", "'@bob", "'-A", "'=cmd()", "-1.50"]
     assert list(csv.reader(io.StringIO(canvas)))[0][-1] == "'=MHSA"
-    table = results.write_grades_csv(_results_folder(tmp_path), ["=1+1"], rubric_file.load())
-    assert list(csv.reader(io.StringIO(table)))[1][0] == "'=1+1"
+    folder = _results_folder(tmp_path)
+    results.write_grades_csv(folder, ["=1+1"], rubric_file.load())
+    assert list(csv.reader((folder / results.GRADES_CSV).open()))[1][0] == "'=1+1"
 
 
 def _results_folder(tmp_path: Path) -> Path:

@@ -6,13 +6,17 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
 
+from autograder import grading, results, scoring
+from autograder.grade import Grade
 from autograder.isolation import resolve, sandbox_available
 from autograder.paths import REFERENCE, REPO, RUBRIC_FILE
 from autograder.rubric import load
+from autograder.scoring import PartScore, Row, TestResult, to_units
 from gpu_checks.batch import load_timing, merge_folder, time_folder, with_timing
 from gpu_checks.study import CALIBRATION
 
@@ -76,37 +80,52 @@ def test_batch_without_cuda_refuses_instead_of_writing_skipped_files(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def graded_results(name: str, timing_row: bool = True) -> dict:
-    """A results.json as `grade` writes it on a machine without a GPU: 90 of 95 points, timing not graded."""
-    rows = [{"name": "mhsa (public): test_a", "score": 60.0, "max_score": 60.0, "status": "passed", "output": "",
-             "visibility": "visible", "tags": ["mhsa", "public"]},
-            {"name": "sdpa (hidden): test_b", "score": 30.0, "max_score": 35.0, "status": "failed", "output": "x",
-             "visibility": "visible", "tags": ["sdpa", "hidden"]}]
-    if timing_row:
-        rows.append({"name": "timing: CUDA speed against the reference", "score": 0.0, "max_score": 0.0,
-                     "output": "Not graded: CUDA timing skipped: no CUDA device", "visibility": "visible",
-                     "tags": ["timing"]})
-    parts = {"mhsa": {"score": 60.0, "max_score": 60.0, "graded": True, "notes": [], "diagnosis": ""},
-             "sdpa": {"score": 30.0, "max_score": 35.0, "graded": True, "notes": [], "diagnosis": ""},
-             "timing": {"score": 0.0, "max_score": 5.0, "graded": False, "notes": ["CUDA timing skipped"],
-                        "diagnosis": ""}}
-    summary = ("Score: 90 / 95  (isolation: sandbox)\n  mhsa                60 / 60  A\n"
-               "  timing          not graded  CUDA speed\n      CUDA timing skipped: no CUDA device\n"
-               "  sdpa                30 / 35  B")
-    return {"score": 90.0, "execution_time": 1.0, "output": summary, "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": rows,
-            "extra_data": {"submission": name, "status": "graded", "max_score": 95.0, "isolation": "sandbox",
-                           "parts": parts}}
+NOT_TIMED = {"status": "skipped", "score": 0.0, "output": "CUDA timing skipped: no CUDA device"}
+LATE = "2 day(s) late at 10% a day: 20% of the score taken"
+
+
+def graded(name: str, timing: dict = NOT_TIMED, device: str = "CUDA when available", late_share: float = 0.0,
+           timing_part: bool = True):
+    """A Grade as `grade` makes it: mhsa 60 of 60, sdpa 30 of 35 (a hidden test failed), the timing
+    part from `timing` (by default not timed: no GPU), with a late penalty of `late_share` if any."""
+    rubric = load()
+    tests = (TestResult("tests_public/test_mhsa.py::test_a", "mhsa", "public", True, units=600_000, max_units=600_000),
+             TestResult("tests_hidden/test_sdpa.py::test_b", "sdpa", "hidden", True, units=300_000, max_units=300_000),
+             TestResult("tests_hidden/test_sdpa.py::test_c", "sdpa", "hidden", False, summary="off by sqrt(d_k)",
+                        units=0, max_units=50_000))
+    parts = {"mhsa": PartScore("mhsa", rubric.parts["mhsa"].title, 600_000, 600_000),
+             "sdpa": PartScore("sdpa", rubric.parts["sdpa"].title, 300_000, 350_000)}
+    rows = ()
+    if timing_part:
+        row, parts["timing"] = grading.timing_part(timing, rubric.parts["timing"], device)
+        rows = (row,)
+    adjustments = ()
+    if late_share:
+        penalty = scoring.penalty_units(scoring.total_units(parts)[0], late_share)
+        adjustments = (Row("late penalty", "late", "failed", penalty, 0, LATE, share=late_share),)
+    return Grade(name, "sandbox", ("public", "hidden"), tests=tests, parts=parts, rows=rows, adjustments=adjustments)
+
+
+def graded_results(name: str, timing_row: bool = True, **options) -> dict:
+    """A results.json as `grade` writes it on a machine without a GPU: 90 of 95 points, timing not graded
+    (`timing_row` False: graded without the timing part at all)."""
+    return results.to_gradescope(graded(name, timing_part=timing_row, **options), load())
+
+
+def timing_file(name: str, status: str, score: float) -> dict:
+    return {"submission": name, "status": status, "score": score, "max_score": 5.0, "device": "cpu",
+            "output": f"Timing against the reference on the CPU: {status}", "isolation": "sandbox"}
 
 
 def check_consistent(data: dict, score: float, max_score: float):
     assert data["score"] == score and data["extra_data"]["max_score"] == max_score
-    assert round(sum(t["score"] for t in data["tests"]), 4) == data["score"]
-    assert [t["name"] for t in data["tests"] if "timing" in t["tags"]] == ["timing: speed against the reference (CPU)"]
+    rows = sum(to_units(t["score"]) for t in data["tests"] if "status" in t)
+    assert rows == to_units(data["score"]), "the rows with points add up to the total"
+    assert [t["name"] for t in data["tests"] if t["tags"] == ["timing"]] == ["timing: speed against the reference (CPU)"]
     timing = data["extra_data"]["parts"]["timing"]
     assert timing["graded"] and timing["max_score"] == 5.0
     assert data["output"].startswith(f"Score: {score:g} / {max_score:g}  (isolation: sandbox)")
-    assert "not graded" not in data["output"] and "  sdpa                30 / 35  B" in data["output"]
+    assert "not graded" not in data["output"] and "  sdpa              30 / 35           1/2  " in data["output"]
 
 
 def test_merge_into_a_batch_results_folder_adds_the_part_and_is_idempotent(timed, tmp_path):
@@ -146,10 +165,40 @@ def test_merge_into_per_submission_folders_and_report_what_could_not_merge(timed
     assert json.loads((export / "bob" / "results.json").read_text()) == ungraded
 
 
-def test_a_skipped_timing_leaves_the_part_out_of_the_maximum():
+def test_a_skipped_timing_leaves_the_part_out_of_the_maximum_and_its_row_without_a_score():
     skipped = {"submission": "carol", "status": "skipped", "score": 0.0, "max_score": 0.0, "device": None,
                "output": "CUDA timing skipped: no CUDA device", "isolation": "sandbox"}
-    data = with_timing(graded_results("carol"), skipped)
+    data = with_timing(graded_results("carol", timing_row=False), skipped, load())
     assert data["score"] == 90.0 and data["extra_data"]["max_score"] == 95.0
-    row = next(t for t in data["tests"] if "timing" in t["tags"])
-    assert "status" not in row and row["max_score"] == 0.0 and row["output"].startswith("Not graded: ")
+    row = next(t for t in data["tests"] if t["tags"] == ["timing"])
+    # Gradescope shows a row of 0 of 0 as passed: a part not graded has no score and no status at all
+    assert {"score", "max_score", "status"}.isdisjoint(row) and row["output"] == skipped["output"]
+
+
+@pytest.mark.parametrize("status, score", [("passed", 5.0), ("failed", 0.0)])
+@pytest.mark.parametrize("late_share", [0.0, 0.2])
+def test_merged_results_are_the_results_grade_writes_with_that_timing(status, score, late_share):
+    """Merging is grading's own bookkeeping: rows, parts, totals in whole units, the late penalty taken
+    of the new total and the summary drawn again, exactly as `grade` with that timing would write them."""
+    timing = timing_file("dave", status, score)
+    merged = with_timing(graded_results("dave", late_share=late_share), timing, load())
+    expected = results.to_gradescope(graded("dave", timing, device="CPU", late_share=late_share), load())
+    assert merged["extra_data"].pop("timing_merged") == {"device": "cpu", "isolation": "sandbox", "status": status}
+    assert merged == expected
+    total = 95.0 if status == "passed" else 90.0
+    assert merged["score"] == round(total * (1 - late_share), 4)
+    if late_share:
+        penalty = next(t for t in merged["tests"] if t["tags"] == ["late"])
+        assert penalty["score"] == -round(total * late_share, 4) == merged["extra_data"]["adjustments"][0]["score"]
+
+
+def test_merge_refuses_what_it_cannot_redo_and_says_why():
+    held = graded_results("erin")
+    held["extra_data"] = {**held["extra_data"], "held": {"reasons": ["dynamic import"], "decision": None}}
+    old_late = graded_results("frank", late_share=0.2)
+    del old_late["extra_data"]["adjustments"][0]["share"]  # written before the share was kept
+    no_timing = replace(load(), parts={name: part for name, part in load().parts.items() if name != "timing"})
+    for data, rubric, why in ((held, load(), "held for review"), (old_late, load(), "without its share"),
+                              (graded_results("gina"), no_timing, r"no \[parts.timing\]")):
+        with pytest.raises(ValueError, match=why):
+            with_timing(data, timing_file("x", "passed", 5.0), rubric)

@@ -6,13 +6,12 @@ grader, or by hand, still reports what it has.
 """
 import csv
 import io
-import json
 import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import notebook, submission
+from autograder import notebook, results, submission
 from autograder.errors import clean_name, clean_text
 
 BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
@@ -23,8 +22,8 @@ NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
 # "... does not allow" notes, and the runtime check's "... used X, which this assignment forbids".
 FORBIDDEN_TEXT = re.compile(r"forbids|does not allow")
 FORBIDDEN_OUTPUT = "This part scores 0: "
-# What the report reads, bounded: a results file of this grader is at most a few hundred KB (every
-# text in it is capped), a gradebook export or Gradescope's metadata a few MB for a large course; code
+# What the report reads, bounded: results files through the results model (results.load_any, within
+# results.MAX_READ_BYTES), a gradebook export or Gradescope's metadata a few MB for a large course; code
 # compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
 # submission may be (fingerprinting that takes minutes and gigabytes, for every pair).
 MAX_READ_BYTES = 32 << 20
@@ -59,7 +58,7 @@ def detect(path: Path) -> str:
     if not path.is_dir():
         raise ValueError(f"{path}: expected a batch's results folder, a Gradescope export folder or an "
                          "nbgrader gradebook CSV (`nbgrader export`)")
-    if any(read_results(p) for p in path.glob("*.json")):
+    if any(results.load_any(p) for p in path.glob("*.json")):
         return BATCH
     if any(_gradescope_results(p) for p in path.iterdir() if p.is_dir()):
         return GRADESCOPE
@@ -72,18 +71,6 @@ def load(path: Path) -> tuple:
     kind = detect(path)
     records = {BATCH: _batch, GRADESCOPE: _gradescope, NBGRADER: _nbgrader}[kind](Path(path))
     return kind, sorted(records, key=lambda r: r.name)
-
-
-def read_results(path: Path) -> dict | None:
-    """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
-    grader's own files, older ones, and other autograders' alike); None for anything else."""
-    try:
-        data = json.loads(read_text(path))
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
-        return None
-    if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
-        return data
-    return None
 
 
 def read_text(path: Path) -> str:
@@ -115,7 +102,7 @@ def from_results(data: dict, name: str, keys=()) -> Record:
 
 def _batch(folder: Path) -> list:
     return [from_results(data, p.stem) for p in sorted(folder.glob("*.json"))
-            if (data := read_results(p)) is not None]
+            if (data := results.load_any(p)) is not None]
 
 
 def _gradescope(folder: Path) -> list:
@@ -124,19 +111,19 @@ def _gradescope(folder: Path) -> list:
     metadata = _gradescope_metadata(folder / "submission_metadata.yml")
     records = []
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        results = _gradescope_results(sub)
-        if results is None:
+        found = _gradescope_results(sub)
+        if found is None:
             continue
         submitters = metadata.get(sub.name, [])
         name = ", ".join(s["name"] for s in submitters if s.get("name")) or sub.name
         keys = [sub.name, *(s.get(k) for s in submitters for k in ("sid", "email", "name") if s.get(k))]
-        records.append(from_results(read_results(results), name, keys))
+        records.append(from_results(results.load_any(found), name, keys))
     return records
 
 
 def _gradescope_results(folder: Path) -> Path | None:
-    for candidate in (folder / "results.json", folder / "results" / "results.json"):
-        if read_results(candidate) is not None:
+    for candidate in (folder / results.RESULTS_FILE, folder / "results" / results.RESULTS_FILE):
+        if results.load_any(candidate) is not None:
             return candidate
     return None
 

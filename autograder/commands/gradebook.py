@@ -17,13 +17,13 @@ reported and skipped: the others finish.
 """
 import hashlib
 import io
-import json
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import results
 from autograder.isolation import LEVELS
 from autograder.paths import COURSE, grader_checksum
 
@@ -204,7 +204,7 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
             continue
         digest = hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()
         cached = store / "cache" / f"{digest}.json"
-        student.results = None if args.force else load_results(cached)
+        student.results = None if args.force else results.load(cached, graded_only=True)
         if student.results is None:
             todo[student.name] = (student, cached)
     if not todo:
@@ -220,7 +220,7 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
     def finished(sub, status: str) -> None:
         student, cached = todo[sub.name]
         written = scratch / f"{sub.name}.json"
-        student.results = load_results(written)
+        student.results = results.load(written, graded_only=True)
         if student.results is not None:
             results.write_json_atomic(cached, student.results)  # the cache holds complete grades only
             outcome = f"{student.results['score']:g}"
@@ -243,17 +243,6 @@ def failure_reason(status: str, data: dict | None) -> str:
     line, then the reason (for a crash, the grader's last output after it)."""
     reason = [line.strip() for line in (data or {}).get("output", "").splitlines()[1:] if line.strip()]
     return f"the isolated grade ended with {status}: " + (" | ".join(reason[:3]) or "no results file")
-
-
-def load_results(path: Path) -> dict | None:
-    """A complete, graded results file, or None."""
-    try:
-        data = json.loads(Path(path).read_text())
-        parts = data["extra_data"]["parts"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    graded = data["extra_data"].get("status", "graded") in ("graded", "held")  # held: graded, waiting for a person
-    return data if graded and isinstance(parts, dict) and isinstance(data.get("tests"), list) else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -310,10 +299,10 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
     cell gets that question's score, other cells their share of their part's isolated score."""
     from autograder.notebook import knowledge_cell, part_of_cell
 
-    results = student.results
-    details = results["extra_data"]["parts"]
+    data = student.results
+    details = data["extra_data"]["parts"]
     withheld = set(student.held.get("parts", ())) if student.held.get("withheld") else set()
-    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in results["tests"]
+    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in data["tests"]
                  if row["name"].startswith("knowledge: ")}
     wanted = {}
     for cell in cells:
@@ -332,7 +321,7 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
             why = f"your answer scored {score:g} / {float(row['max_score']):g}: {row.get('output') or 'right'}"
         else:
             score = round(detail["score"] * cell.max_score / detail["max_score"], 6) if detail["max_score"] else 0.0
-            why = failed_tests(results, part)
+            why = failed_tests(data, part)
         wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
                                      f"kernel against the course's tests, scored {detail['score']:g} / "
                                      f"{detail['max_score']:g} in part {part} (the tests in your notebook gave "
@@ -340,8 +329,8 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
     return wanted
 
 
-def failed_tests(results: dict, part: str, shown: int = 3) -> str:
-    failed = [row for row in results["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
+def failed_tests(data: dict, part: str, shown: int = 3) -> str:
+    failed = [row for row in data["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
     if not failed:
         return "Every test of this part passed in isolation."
     lines = [f"- {row['name']}: {row.get('output', '').splitlines()[0] if row.get('output') else 'failed'}"
@@ -377,10 +366,8 @@ def apply(cells, wanted: dict, ledger: dict, student: Student) -> dict:
 
 
 def previous_ledger(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())["extra_data"].get("written_to_gradebook", {})
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    saved = results.load(path)
+    return saved["extra_data"].get("written_to_gradebook", {}) if saved else {}
 
 
 def course_config(course: Path):
@@ -412,18 +399,14 @@ def results_path(course: Path, assignment: str, student: str) -> Path:
 
 
 def save_student_results(path: Path, student: Student, wrote: bool) -> None:
-    from autograder import results
-
-    data = json.loads(json.dumps(student.results))
-    data["extra_data"] |= {"student": student.name, "flags": student.flags, "extraction_notes": student.notes,
-                           "in_kernel": student.in_kernel,
-                           "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}
-    results.write_json_atomic(path, data)
+    results.write_json_atomic(path, results.with_extra(student.results, {
+        "student": student.name, "flags": student.flags, "extraction_notes": student.notes,
+        "in_kernel": student.in_kernel, "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}))
 
 
 def table(students: list) -> str:
     width = max([len("student"), *(len(s.name) for s in students)])
-    lines = [f"{'student':<{width}} {'in kernel':>10} {'isolated':>10}  flags"]
+    cells = [("student", "in kernel", "isolated", "flags")]
     for s in students:
         kernel = f"{sum(s.in_kernel.values()):g}" if s.in_kernel else "-"
         isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
@@ -431,7 +414,11 @@ def table(students: list) -> str:
                  "accepted after review: the in-kernel grade stands" if s.accepted else
                  "HELD FOR REVIEW: " + "; ".join(s.held["reasons"] + s.flags) + " - read this notebook" if s.held else
                  "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
-        lines.append(f"{s.name:<{width}} {kernel:>10} {isolated:>10}  {state}")
+        cells.append((s.name, kernel, isolated, state))
+    header, *rows = results.text_table(cells, "<>><", (width, 9, 9))
+    lines = [header]
+    for s, row in zip(students, rows):
+        lines.append(row)
         lines += [f"{'':<{width}}   note: {note}" for note in s.notes]
         scores = [c for c in s.changes if "->" in c or "removed" in c]  # every one is in the CSV
         if scores:
@@ -443,9 +430,7 @@ def table(students: list) -> str:
 def csv_report(students: list) -> str:
     parts = sorted({p for s in students for p in s.in_kernel})
     buffer = io.StringIO()
-    from autograder.results import SpreadsheetWriter
-
-    writer = SpreadsheetWriter(buffer)
+    writer = results.SpreadsheetWriter(buffer)
     writer.writerow(["student", "status", "in_kernel", "isolated",
                      *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
                      "flags", "notes", "written", "error", "review"])
@@ -469,7 +454,7 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
     notebook's checksum recorded, so later runs write nothing for it until the notebook changes."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import notebook, results
+    from autograder import notebook
 
     store = course / STORE / assignment
     accepted = read_accepted(store)
@@ -497,21 +482,15 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
     for student in done:
         recompute_late_penalty(config, db_url, assignment, student.name)
         saved = results_path(course, assignment, student.name)
-        try:
-            data = json.loads(saved.read_text())
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("extra_data"), dict):
-            data["extra_data"] |= {"written_to_gradebook": {}, "accepted": True}
-            results.write_json_atomic(saved, data)
+        data = results.load(saved)
+        if data is not None:
+            results.write_json_atomic(saved, results.with_extra(data, {"written_to_gradebook": {}, "accepted": True}))
         print(f"{student.name}: in-kernel grade accepted; flag cleared"
               + (f"; {len(student.changes)} cell score(s) taken out" if student.changes else ""))
     return 0 if len(done) == len(names) else EXIT_FAILED
 
 
 def read_accepted(store: Path) -> dict:
-    from autograder import results
-
     return results.read_json_record(store / ACCEPTED)
 
 

@@ -50,7 +50,7 @@ def run(args) -> int:
         return 2
     rewrite_csv(out, rubric)
     print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
-          f"{data['extra_data'].get('max_score', 0):g}; {out / 'grades.csv'} rewritten")
+          f"{data['extra_data'].get('max_score', 0):g}; {out / results.GRADES_CSV} rewritten")
     return 0
 
 
@@ -72,5 +72,5 @@ def listing(out: Path) -> str:
 
 
 def rewrite_csv(out: Path, rubric) -> None:
-    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE and results.load(p) is not None)
+    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE)
     results.write_grades_csv(out, names, rubric)

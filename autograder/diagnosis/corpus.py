@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import toml
-from autograder.paths import CORPUS, REFERENCE, REPO
+from autograder.grading import ResultCollector
+from autograder.paths import CORPUS, REPO
 from autograder.rubric import PARTS
 
 MANIFEST = CORPUS / "mutants.toml"
@@ -120,27 +121,29 @@ def lost_parts(path, declared=None) -> dict:
     return _run_suites(Path(path), set(declared))
 
 
-class _PartFailures:
-    """pytest plugin: the failed tests per part; a part in `stop_after` is skipped once it failed."""
+class _PartFailures(ResultCollector):
+    """The grade's own collector of pytest outcomes, which also skips the tests of a part in
+    `stop_after` once that part failed."""
 
     def __init__(self, stop_after):
-        self.stop_after, self.failed, self.errors = stop_after, {}, []
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
+        super().__init__()
+        self.stop_after = stop_after
 
     def pytest_runtest_setup(self, item):
         import pytest
 
         part = next((m.args[0] for m in item.iter_markers("part")), None)
-        if part in self.stop_after and part in self.failed:
+        if part in self.stop_after and part in failed(self):
             pytest.skip(f"part {part} already lost points")
 
-    def pytest_runtest_logreport(self, report):
-        info = dict(report.user_properties)
-        if report.failed and "part" in info:
-            self.failed.setdefault(info["part"], []).append(f"{report.nodeid}: {info.get('summary', '')}")
+
+def failed(plugin) -> dict:
+    """part -> "node id: summary" of each failed test, for every part with one."""
+    found = {}
+    for result in plugin.results.values():
+        if not result.passed:
+            found.setdefault(result.part, []).append(f"{result.nodeid}: {result.summary}")
+    return found
 
 
 def _run_suites(path: Path, stop_after: set) -> dict:
@@ -152,7 +155,7 @@ def _run_suites(path: Path, stop_after: set) -> dict:
         run_pytest(path, ("public", "hidden"), plugin)  # no --isolation: in-process
     except GradingError as err:
         raise CorpusError(str(err)) from None
-    return plugin.failed
+    return failed(plugin)
 
 
 def _lost_parts_job(job):
