@@ -1,5 +1,6 @@
-"""The one report writer: a Grade (graded, or an error, timeout or crash) as Gradescope's
-results.json, as the terminal table, and as a CSV row; files written atomically.
+"""The one report writer: a Grade as Gradescope's results.json, the terminal table and a CSV row.
+
+A Grade is graded, or an error, timeout or crash; files are written atomically.
 
 Every number shown comes from whole units (autograder/scoring.py), so the top-level score is the sum
 of the rows shown and each part's score the sum of its rows.
