@@ -87,6 +87,13 @@ def pins() -> dict:
     return found
 
 
+def pinned_version(name: str) -> Version:
+    """The version requirements.txt pins for `name` on this Python."""
+    (pin,) = [p for p in pins()[canonicalize_name(name)] if p.marker is None or p.marker.evaluate()]
+    (specifier,) = pin.specifier
+    return Version(specifier.version)
+
+
 def test_requirements_pins_exactly_the_declared_packages_within_the_declared_ranges():
     declared = [Requirement(r) for r in setup_venv.declared(list(EXTRAS))]
     pinned = pins()
@@ -341,4 +348,9 @@ def test_the_oldest_torch_allowed_grades_as_the_pinned_one(envs, core, core_batc
     oldest.run("-m", "pytest", "tests_public", "tests_hidden", "--impl", REFERENCE, "-q")
     out = envs / "oldest-torch-batch"
     batch(oldest, out)
-    assert by_test(out) == by_test(core_batch)
+    pinned = by_test(core_batch)
+    assert len(pinned) == 3 and all(tests for _, _, tests in pinned.values()), pinned
+    assert by_test(out) == pinned
+    # The copy's install replaced its own files only: the core still has the pinned torch.
+    core_version = core.run("-c", "import torch; print(torch.__version__)").stdout.strip()
+    assert Version(Version(core_version).public) == pinned_version("torch"), core_version
