@@ -65,10 +65,10 @@ def tables(text: str) -> dict:
 def declared(extras=()) -> list:
     """The requirements that pyproject.toml declares for grading and for each of `extras`; an extra
     that names the project itself (dev = mhsa-assignment[course, ...]) brings those extras' in."""
-    text = PYPROJECT.read_text()
-    name = re.search(r'^name\s*=\s*"([^"]+)"', tables(text)["project"], re.M).group(1)
-    optional = string_arrays(tables(text).get("project.optional-dependencies", ""))
-    requirements, pending, seen = list(string_arrays(tables(text)["project"])["dependencies"]), list(extras), set()
+    toml_tables = tables(PYPROJECT.read_text())
+    name = re.search(r'^name\s*=\s*"([^"]+)"', toml_tables["project"], re.M).group(1)
+    optional = string_arrays(toml_tables.get("project.optional-dependencies", ""))
+    requirements, pending, seen = list(string_arrays(toml_tables["project"])["dependencies"]), list(extras), set()
     while pending:
         extra = pending.pop(0)
         if extra in seen:
