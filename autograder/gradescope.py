@@ -1,5 +1,7 @@
-"""Gradescope: the autograder bundle (`python -m autograder gradescope OUT.zip`) and what runs inside
-it for each submission (`run_autograder`, which calls `python -m autograder.gradescope`).
+"""Gradescope: the autograder bundle and what runs inside it for each submission.
+
+The bundle is made by `python -m autograder gradescope OUT.zip`; for each submission, `run_autograder`
+calls `python -m autograder.gradescope`.
 
 Gradescope unzips the bundle into /autograder/source and runs setup.sh once when it builds the image;
 then, for each submission, run_autograder with the student's files in /autograder/submission, and it

@@ -1,5 +1,7 @@
-"""Grade one submission: an ordered list of small stages, each taking the context and the grade so far
-and returning the next grade (the way nbgrader composes preprocessors).
+"""Grade one submission: an ordered list of small stages, from loading it to holding it for review.
+
+Each stage takes the context and the grade so far and returns the next grade (the way nbgrader
+composes preprocessors).
 
     load_submission -> static_scan -> start_worker -> run_suites -> score -> diagnose -> grade_knowledge
     -> grade_timing -> apply_late_penalty -> hold_for_review

@@ -1,5 +1,7 @@
-"""pytest plugin for the assignment's tests: which submission (--impl), how it runs (--isolation),
-the rubric part of each test, fixed seeds, and derandomized hypothesis.
+"""pytest plugin for the assignment's tests: which submission they test and how it runs.
+
+The submission (--impl), how it runs (--isolation), the rubric part of each test, fixed seeds, and
+derandomized hypothesis.
 
 Loaded for every run through pyproject's addopts, so `pytest tests_public` works as a student types it.
 """

@@ -1,12 +1,12 @@
-"""The one results model: a Grade (graded, held, or an error, timeout or crash) as Gradescope's
-results.json, read back, changed and written only here.
+"""The one results model: a Grade as Gradescope's results.json, read back, changed and written only here.
 
-What it makes of a grade: results.json (its summary drawn from its own rows and parts), the terminal
-table, grades.csv. What it does with results files: load them (strictly, or leniently for the class
-report), add a part graded elsewhere (with_part: the timing batch's merge), record what a tool or a
-reviewer decided (with_extra, decide), rebuild grades.csv, and write every file atomically. Nothing
-else in the grader reads or writes results files (tests/test_results_model.py). It also holds the one
-text table (text_table) and the CSV writer that keeps cells from being read as formulas.
+A Grade is graded, held, or an error, timeout or crash. What it makes of a grade: results.json (its
+summary drawn from its own rows and parts), the terminal table, grades.csv. What it does with results
+files: load them (strictly, or leniently for the class report), add a part graded elsewhere
+(with_part: the timing batch's merge), record what a tool or a reviewer decided (with_extra, decide),
+rebuild grades.csv, and write every file atomically. Nothing else in the grader reads or writes
+results files (tests/test_results_model.py). It also holds the one text table (text_table) and the
+CSV writer that keeps cells from being read as formulas.
 
 Every number shown comes from whole units (autograder/scoring.py), so the top-level score is the sum
 of the rows shown and each part's score the sum of its rows.

@@ -1,5 +1,7 @@
-"""Which file of a student's folder is their work: one rule for `check`, `pytest tests_public`,
-`grade` and the Gradescope runner, so that every command tests the same code.
+"""Which file of a student's folder is their work, by one rule that every command follows.
+
+`check`, `pytest tests_public`, `grade` and the Gradescope runner all use it, so that every command
+tests the same code.
 
 A folder (the default is assignment/) may hold mhsa.py and a notebook. The rule, stated in the
 handout's "How to submit": mhsa.py is graded, unless it is still the untouched stub and a notebook

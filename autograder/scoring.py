@@ -1,4 +1,4 @@
-"""Test outcomes + rubric -> points per part and per test. Pure functions: no I/O, new objects out.
+"""Test outcomes + rubric -> points per part and per test, by pure functions (no I/O, new objects out).
 
 Points are counted in whole units of 1/10,000 of a point and split by largest remainders, so the
 rows of a result add up exactly to their part and the parts to the total: no 89.9955 against 90.

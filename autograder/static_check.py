@@ -1,4 +1,4 @@
-"""The assignment's rule, read from the source (never run): no library attention. Mapped to rubric parts.
+"""The assignment's rule, no library attention, read from the source (never run), by rubric part.
 
 The scan is a grading rule, not a security boundary (the operating system contains what a submission
 does: autograder/sandbox/confine.py). It gives two kinds of finding:

@@ -1,6 +1,8 @@
-"""Student stubs from the reference: every `### BEGIN SOLUTION` ... `### END SOLUTION` region
-becomes a NotImplementedError that names the function and points to the handout (the notebook's
-solution cells get the same message: named_raises)."""
+"""Student stubs from the reference, each function's solution replaced by a NotImplementedError.
+
+Every `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes a NotImplementedError that names
+the function and points to the handout (the notebook's solution cells get the same message:
+named_raises)."""
 import ast
 import re
 

@@ -1,5 +1,7 @@
-"""Timing alone, for courses that grade elsewhere (Gradescope has no GPUs): time a folder of submissions
-on a GPU machine, then merge the timing rows into results made elsewhere.
+"""Timing alone, for courses that grade elsewhere (Gradescope has no GPUs), merged into their results.
+
+It times a folder of submissions on a GPU machine, then merges the timing rows into results made
+elsewhere.
 
     python -m gpu_checks batch SUBMISSIONS --out TIMING_DIR [--device cuda|cpu] [--isolation auto] [--force]
     python -m gpu_checks merge TIMING_DIR RESULTS_DIR

@@ -1,5 +1,7 @@
-"""Timing workers seen from the grader: one process per module timed (student, reference, baseline),
-all started the same way, under the same isolation, running the same gpu_checks/timing_worker.py.
+"""Timing workers seen from the grader: one process per module timed, all started the same way.
+
+One process each for the student, the reference and the baseline, all under the same isolation,
+running the same gpu_checks/timing_worker.py.
 
 CUDA times are only comparable between calls on the same GPU, and the reference must not live in the
 student's process (nor its file in the student's sandbox), so each side times its own calls and the

@@ -1,5 +1,7 @@
-"""Calibration study: whole timing sessions, repeated, for the reference and every calibration and
-adversarial submission; pass counts, median ratios with their intervals, seconds per verdict.
+"""Calibration study: whole timing sessions, repeated, for the reference and the test submissions.
+
+Every calibration and adversarial submission; pass counts, median ratios with their intervals,
+seconds per verdict.
 
     python gpu_checks/study.py --device cpu [--reference-runs 20] [--runs 10] [--adversarial-runs 3]
                                [--out docs/benchmarks/timing-cpu.md]

@@ -1,5 +1,7 @@
-"""The class report (`python -m autograder report`): one self-contained report.html for a class's
-grades, the same numbers as CSV files next to it, and grades for the LMS (docs/class-report.md).
+"""The class report (`python -m autograder report`): a class's grades as a page, CSV files and LMS grades.
+
+One self-contained report.html, the same numbers as CSV files next to it, and grades for the LMS
+(docs/class-report.md).
 
 sources reads the grades and the code, tables computes every number, similarity compares the code,
 exports joins the roster and writes the LMS files, page renders the HTML.

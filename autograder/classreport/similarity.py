@@ -1,7 +1,9 @@
-"""Pairs of submissions whose solution code is unusually alike, by copydetect's winnowing fingerprints
-(the algorithm behind MOSS): code is tokenized (names, strings and comments do not count, so renaming
-variables or rewording comments changes nothing), k-grams of tokens are hashed and winnowed, and two
-files are compared by the share of their fingerprinted tokens they have in common.
+"""Pairs of submissions whose solution code is unusually alike, by copydetect's fingerprints.
+
+copydetect winnows fingerprints (the algorithm behind MOSS): code is tokenized (names, strings and
+comments do not count, so renaming variables or rewording comments changes nothing), k-grams of
+tokens are hashed and winnowed, and two files are compared by the share of their fingerprinted
+tokens they have in common.
 
 The stub text of assignment/mhsa.py (signatures, docstrings, the `raise NotImplementedError` lines) is
 copydetect's boilerplate: every student starts from it, so its fingerprints are removed before

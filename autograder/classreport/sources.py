@@ -1,5 +1,7 @@
-"""What the class report reads: grades (a batch folder, a Gradescope export, an nbgrader gradebook
-export) as one list of Records, and the submissions' source code for the similarity check.
+"""What the class report reads: the grades, as one list of Records, and the submissions' code.
+
+The grades come from a batch folder, a Gradescope export or an nbgrader gradebook export; the source
+code is for the similarity check.
 
 Every field of a results file is read with a default: a results file written by an older or newer
 grader, or by hand, still reports what it has.

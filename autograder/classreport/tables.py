@@ -1,5 +1,7 @@
-"""The numbers of the class report, as Tables: each becomes one HTML table and one CSV file with the
-same cells, so the page and the CSV cannot disagree."""
+"""The numbers of the class report, as Tables that become its HTML tables and CSV files.
+
+Each Table becomes one HTML table and one CSV file with the same cells, so the page and the CSV
+cannot disagree."""
 import ast
 import re
 import statistics

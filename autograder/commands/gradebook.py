@@ -1,5 +1,7 @@
-"""`gradebook`: grade nbgrader submissions in isolation, flag in-kernel scores that are too high, and
-(with --write) store isolated scores in the nbgrader gradebook under a policy that cannot lower an
+"""`gradebook`: nbgrader submissions graded again in isolation, to catch in-kernel scores too high.
+
+It grades nbgrader submissions in isolation, flags in-kernel scores that are too high, and
+(with --write) stores isolated scores in the nbgrader gradebook under a policy that cannot lower an
 honest grade by accident (docs/nbgrader.md).
 
 `nbgrader autograde` runs the test cells inside the student's own kernel, where the student's code

@@ -1,5 +1,6 @@
-"""Names the likely misconception behind a failed part: "your output matches attention without the
-1/sqrt(d_k) scale".
+"""Names the likely misconception behind a failed part, as a sentence a student reads.
+
+For example: "your output matches attention without the 1/sqrt(d_k) scale".
 
 The submission is probed through its Backend only (it may be a WorkerBackend: student code never
 runs here), and what it returns is compared with compact implementations of known mistakes

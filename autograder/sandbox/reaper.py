@@ -1,5 +1,7 @@
-"""Supervisor of one worker: when the worker ends, or the grader lets go of it, every process the
-worker started dies too, whatever session or process group it moved itself to.
+"""Supervisor of one worker: every process the worker started dies when the worker does.
+
+When the worker ends, or the grader lets go of it, every process the worker started dies too,
+whatever session or process group it moved itself to.
 
 Started by autograder.worker as `python -I reaper.py LIFELINE_FD [--remove DIR] -- COMMAND...`; it
 removes DIR (the worker's folder) once everything is dead, so a folder outlives neither the worker

@@ -1,6 +1,8 @@
-"""Cheat, must be flagged (CUDA only): a thread keeps the GPU busy whenever its own forward is not
-running, which slows the reference's calls (timed in another process, on the same GPU) and so
-flatters the ratio. Caught by timing the reference alone once this worker is gone."""
+"""Cheat, must be flagged (CUDA only): a thread keeps the GPU busy to slow the reference down.
+
+The thread keeps the GPU busy whenever its own forward is not running, which slows the reference's
+calls (timed in another process, on the same GPU) and so flatters the ratio. Caught by timing the
+reference alone once this worker is gone."""
 import math
 import threading
 import time

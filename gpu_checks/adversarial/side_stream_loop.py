@@ -1,5 +1,7 @@
-"""Cheat, must fail (CUDA only): a loop over heads run on a side stream, so CUDA events on the caller's
-stream see almost nothing; the host clock's device-wide synchronize sees all of it."""
+"""Cheat, must fail (CUDA only): a loop over heads run on a side stream, hidden from CUDA events.
+
+CUDA events on the caller's stream see almost nothing; the host clock's device-wide synchronize sees
+all of it."""
 import math
 
 import torch

@@ -1,5 +1,7 @@
-"""Cheat, must fail: slow (30 ms of sleep per call), and hides it from the worker's clocks by patching
-time.perf_counter and CUDA event timing in its own process. Only the grader's clock sees the truth."""
+"""Cheat, must fail: slow (30 ms of sleep per call), and hides it from the worker's clocks.
+
+It patches time.perf_counter and CUDA event timing in its own process. Only the grader's clock sees
+the truth."""
 import math
 import time
 

@@ -1,5 +1,6 @@
-"""Calibration, should fail: a Python loop over heads (h small matmuls and softmaxes per call, where the
-reference launches one of each)."""
+"""Calibration, should fail: a Python loop over heads.
+
+h small matmuls and softmaxes per call, where the reference launches one of each."""
 import math
 
 import torch

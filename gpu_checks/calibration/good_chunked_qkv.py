@@ -1,5 +1,6 @@
-"""Calibration, should pass: q, k and v from three matmuls on slices of the fused weight (two more
-launches than the reference, a cost the launch-bound config must tolerate)."""
+"""Calibration, should pass: q, k and v from three matmuls on slices of the fused weight.
+
+Two more launches than the reference, a cost the launch-bound config must tolerate."""
 import math
 
 import torch.nn as nn
