@@ -48,7 +48,7 @@ def refusal(args) -> str | None:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        return "--scheduler needs Dask: pip install 'dask[distributed]' (pinned in requirements.txt)"
+        return "--scheduler needs Dask: make setup-cluster (or python3 setup_venv.py --extras cluster)"
     return None
 
 

@@ -10,6 +10,7 @@ so that tests can lay the same folders out anywhere.
 """
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -21,7 +22,6 @@ from autograder import paths
 from autograder import rubric as rubric_file
 
 ROOT_VAR = "AUTOGRADER_ROOT"
-PACKAGES = ("torch", "numpy", "pytest", "hypothesis", "nbformat", "tomli")  # pinned from requirements.txt
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder image.
@@ -65,11 +65,20 @@ exec "$PYTHON" -m autograder.gradescope "$ROOT"
 """
 
 
+def core_packages() -> set:
+    """What grading needs: pyproject.toml's core dependencies (not an extra's), by name."""
+    from autograder import toml
+
+    return {re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+            for requirement in toml.loads(paths.PYPROJECT.read_text())["project"]["dependencies"]}
+
+
 def requirements_text() -> str:
-    """The pinned lines of requirements.txt that grading needs (not nbgrader, not matplotlib)."""
+    """requirements.txt's pins of what grading needs (core_packages: not nbgrader, not matplotlib)."""
+    packages = core_packages()
     lines = paths.REQUIREMENTS.read_text().splitlines()
-    pinned = [line.strip() for line in lines if line.split("==")[0].strip().lower() in PACKAGES]
-    missing = set(PACKAGES) - {line.split("==")[0].lower() for line in pinned}
+    pinned = [line.strip() for line in lines if line.split("==")[0].strip().lower() in packages]
+    missing = packages - {line.split("==")[0].lower() for line in pinned}
     if missing:
         raise RuntimeError(f"requirements.txt pins no version of {', '.join(sorted(missing))}")
     return "\n".join(pinned) + "\n"
