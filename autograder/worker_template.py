@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.isolation import Isolation
+from autograder.isolation import Isolation, resolve
 from autograder.worker import REAPER, REAPER_GRACE_S, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers, signal_name
 
 READY_TIMEOUT_S = 60      # importing torch on a loaded machine; a worker spawned instead costs as much
@@ -33,6 +33,19 @@ MESSAGE_BYTES = 1 << 16
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 _installed = None
+
+
+def start(isolation: str, hidden) -> "WorkerTemplate | None":
+    """A grader slot's template for workers at level `isolation` (a name, as on the command line)
+    with `hidden` kept from them, installed for this process; None where that level cannot run here
+    (each grade then says why)."""
+    try:
+        level = resolve(isolation)
+    except (RuntimeError, ValueError):
+        return None
+    template = WorkerTemplate(level, [p for p in map(Path, hidden) if p.exists()])
+    install(template)
+    return template
 
 
 def install(template: "WorkerTemplate | None") -> None:
@@ -120,6 +133,7 @@ class WorkerTemplate:
         hello = _message(self._control, READY_TIMEOUT_S)
         if hello and hello.get("ready"):
             self.ready, self.failed_starts = True, 0
+            self._say(f"worker template ready ({self.isolation.level}): workers are forked from it")
             return True
         if hello and "refused" in hello:
             self._give_up(str(hello["refused"]))

@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `python -I` le
 
 import confine  # noqa: E402
 import reaper  # noqa: E402
-import worker_main  # noqa: E402  (imports torch)
+import torch  # noqa: E402
+import worker_main  # noqa: E402
 
 MAX_REQUEST_BYTES = 1 << 20
 FDS_PER_WORKER = 5
@@ -119,7 +120,10 @@ def run_worker(request, req_fd, resp_fd, out_fd):
         reaper.close_other_fds(keep=(req_fd, resp_fd))  # the template's socket, the supervisor's lifeline
         os.chdir(request["workdir"])
         os.environ.update(request["env"])
-        random.seed()  # as a freshly started Python: not the state every child copied from the template
+        # Seeded anew as in a freshly started Python, where both are random: not the state every
+        # child copies from the template
+        random.seed()
+        torch.seed()
         worker_main.set_limits(request["config"])
         worker_main.serve(req_fd, resp_fd, request["submission"], request["config"])
         code = 0
