@@ -224,7 +224,7 @@ def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
     graded next gets full marks."""
     tamperer = submission(tmp_path, "tamperer", REFERENCE.read_text() + TAMPER)
     log = tmp_path / "slot.log"
-    grader = slot.Slot([*slot.SLOT_COMMAND], ["--suite", "all"], log)
+    grader = slot.Slot([*slot.SLOT_COMMAND], ["--suite", "public"], log)
     rules = rubric.load()
     try:
         for name, path in (("tamperer", tamperer), ("reference", REFERENCE)):
