@@ -62,7 +62,10 @@ class WorkerProcess:
 
     The worker runs under a reaper (autograder/sandbox/reaper.py) that holds one end of a lifeline
     pipe; `stop` closes it and the reaper kills every process the worker started. Each worker also
-    carries a random token in its environment, which `stop` looks for as a last resort.
+    carries a random token in its environment, which `stop` looks for as a last resort. A worker
+    forked from a grader slot's template (`forked`) runs under the same reaper code in the template's
+    process tree; `proc` then stands for it (worker_template.TemplateChild), and the last resort is
+    its supervisor's session.
     """
 
     def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path],
@@ -81,8 +84,7 @@ class WorkerProcess:
         folder = template.serving_folder() if template is not None else None
         if folder is not None:
             config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, folder)
-            env = {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
-            self.proc = template.spawn(self.workdir, self.workdir / "mhsa.py", config, env, child_fds)
+            self.proc = template.spawn(self.workdir, self.workdir / "mhsa.py", config, self._own_env(), child_fds)
             if self.proc is None:  # the template failed: it is restarted, and this worker spawned
                 self._discard(child_fds)
         if self.proc is None:
@@ -136,12 +138,15 @@ class WorkerProcess:
         prefix, script, _ = isolation.command(self.workdir, hidden)
         if entry is not None:
             script = str(self.workdir / Path(entry).name)
-        env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
         return subprocess.Popen(
             [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.workdir), "--",
              *prefix, script, str(req_r), str(resp_w), str(self.workdir / "mhsa.py"), json.dumps(config)],
             stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w, lifeline_r),
-            cwd=self.workdir, env=env, start_new_session=True)
+            cwd=self.workdir, env=SCRUBBED_ENV | self._own_env(), start_new_session=True)
+
+    def _own_env(self) -> dict:
+        """The variables of this worker beyond the scrubbed environment (a template's own)."""
+        return {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
 
     def request(self, payload: bytes, timeout: float, max_reply: int | None = None):
         """Sends one request and returns the reply; `timeout` covers both ways (a worker that stops
