@@ -6,7 +6,8 @@ A grader slot installs one (`install`); WorkerProcess asks `for_worker` and spaw
 directly when there is none, when it does not fit the grade (another level, or a path to mask in the
 sandbox that the template's view does not mask), or when the template fails: a template that dies
 is restarted, one that refuses (no Landlock, no mount namespace) or keeps failing to start is given
-up, each with the reason in the slot's log. No grade waits on a template or is lost to one.
+up, each with the reason in the slot's log. No grade is lost to a template, and a worker waits for
+one only while it is starting (at most READY_TIMEOUT_S; then it is replaced and the worker spawned).
 """
 import json
 import os
@@ -47,7 +48,12 @@ def start(isolation: str, hidden) -> "WorkerTemplate | None":
         level = resolve(isolation)
     except (RuntimeError, ValueError):
         return None
-    template = WorkerTemplate(level, [p for p in map(Path, hidden) if p.exists()])
+    try:
+        template = WorkerTemplate(level, [p for p in map(Path, hidden) if p.exists()])
+    except OSError as err:
+        print(f"worker template not used: it could not be started ({err}); workers are started directly",
+              file=sys.stderr)
+        return None
     install(template)
     return template
 
