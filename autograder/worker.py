@@ -33,6 +33,15 @@ SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTH
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+_template = None  # the grader slot's worker template (worker_template.WorkerTemplate), if any
+
+
+def install_template(template) -> None:
+    """Fork this process's workers from `template` where it fits them (None: spawn every worker)."""
+    global _template
+    _template = template
+
+
 class CappedOutput:
     """Keeps the first `cap` bytes a stream produces and counts the rest, reading until EOF."""
 
@@ -76,21 +85,19 @@ class WorkerProcess:
 
         Where this process has a worker template that fits (a grader slot's: worker_template.py), the
         worker is forked from it; otherwise, or when the template cannot, a new Python is spawned."""
-        from autograder import worker_template
-
         self.token = secrets.token_hex(16)
-        self.proc = None
-        template = worker_template.for_worker(isolation, hidden) if entry is None else None
+        template = _template if entry is None and _template is not None and _template.fits(isolation, hidden) else None
         folder = template.serving_folder() if template is not None else None
+        self.forked = False
         if folder is not None:
             config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, folder)
             self.proc = template.spawn(self.workdir, self.workdir / "mhsa.py", config, self._own_env(), child_fds)
-            if self.proc is None:  # the template failed: it is restarted, and this worker spawned
+            self.forked = self.proc is not None
+            if not self.forked:  # the template failed: it is restarted, and this worker spawned
                 self._discard(child_fds)
-        if self.proc is None:
+        if not self.forked:
             config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, None)
             self.proc = self._spawn(isolation, hidden, entry, config, child_fds)
-        self.forked = isinstance(self.proc, worker_template.TemplateChild)
         self.sandboxed = isolation.level == "sandbox" and not self.forked  # bubblewrap's exit codes
         for fd in child_fds:
             os.close(fd)

@@ -2,8 +2,8 @@
 has imported torch and forks a confined child for each worker a grade starts
 (autograder/sandbox/template_main.py). A child costs a fork, not a Python that imports torch.
 
-A grader slot installs one (`install`); WorkerProcess asks `for_worker` and spawns its worker
-directly when there is none, when it does not fit the grade (another level, or a path to mask in the
+A grader slot starts one (`start`: installed with worker.install_template); WorkerProcess forks
+from it, and spawns its worker directly when there is none, when it does not fit the grade (another level, or a path to mask in the
 sandbox that the template's view does not mask), or when the template fails: a template that dies
 is restarted, one that refuses (no Landlock, no mount namespace) or keeps failing to start is given
 up, each with the reason in the slot's log. No grade is lost to a template, and a worker waits for
@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from autograder.isolation import Isolation, resolve
-from autograder.worker import REAPER, REAPER_GRACE_S, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers, signal_name
+from autograder.worker import (REAPER, REAPER_GRACE_S, SCRUBBED_ENV, TOKEN_VAR, install_template, kill_leftovers,
+                              signal_name)
 
 READY_TIMEOUT_S = 60      # importing torch on a loaded machine; a worker spawned instead costs as much
 STARTED_TIMEOUT_S = 10    # a fork and one message: only a broken template takes longer
@@ -33,9 +34,6 @@ MAX_FAILED_STARTS = 3     # templates that died before serving, in a row, before
 MESSAGE_BYTES = 1 << 16
 DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: a slot spawns every worker, as a lone `grade` does
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-_installed = None
-
 
 def start(isolation: str, hidden) -> "WorkerTemplate | None":
     """A grader slot's template for workers at level `isolation` (a name, as on the command line)
@@ -54,22 +52,8 @@ def start(isolation: str, hidden) -> "WorkerTemplate | None":
         print(f"worker template not used: it could not be started ({err}); workers are started directly",
               file=sys.stderr)
         return None
-    install(template)
+    install_template(template)
     return template
-
-
-def install(template: "WorkerTemplate | None") -> None:
-    """Make `template` the one this process's workers are forked from (None: spawn them)."""
-    global _installed
-    _installed = template
-
-
-def for_worker(isolation: Isolation, hidden) -> "WorkerTemplate | None":
-    """The installed template if it can start a worker of this level with these paths hidden."""
-    template = _installed
-    if template is None or template.isolation != isolation:
-        return None
-    return template if isolation.masked(hidden) <= template.masked else None
 
 
 class WorkerTemplate:
@@ -101,6 +85,11 @@ class WorkerTemplate:
         os.close(lifeline_r)
         self.ready = False
 
+    def fits(self, isolation: Isolation, hidden) -> bool:
+        """Whether a worker of this level with these paths hidden may be forked from this template:
+        the same level, and in the sandbox nothing to mask that the template's view does not."""
+        return isolation == self.isolation and isolation.masked(hidden) <= self.masked
+
     def serving_folder(self) -> Path | None:
         """The folder to make a forked worker's folder in, once the template is serving; None when it
         is not (given up, or failed and restarted: the caller spawns its worker itself)."""
@@ -115,18 +104,17 @@ class WorkerTemplate:
         with self._lock:
             if self.given_up or not self._await_ready():
                 return None
-            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
             request = {"workdir": str(workdir), "submission": str(submission), "config": config, "env": env}
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                socket.send_fds(self._control, [json.dumps(request).encode()], [*fds, theirs.fileno()])
+                mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+                with theirs:
+                    socket.send_fds(self._control, [json.dumps(request).encode()], [*fds, theirs.fileno()])
+                pid = _started(mine)
             except OSError as err:
                 mine.close()
                 self._restart(f"it stopped taking requests ({err.strerror})")
                 return None
-            finally:
-                theirs.close()
-            pid = _started(mine)
             if pid is None:
                 mine.close()
                 self._restart("it did not start a worker it was asked for")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import isolation, rubric, slot, worker_template
+from autograder import isolation, rubric, slot, worker, worker_template
 from autograder.backends import WorkerBackend
 from autograder.paths import REFERENCE
 from autograder.rubric import Limits
@@ -120,11 +120,11 @@ def template(request, tmp_path_factory):
     log = tmp_path_factory.mktemp("template") / "slot.log"
     with open(log, "w") as sink:
         started = worker_template.WorkerTemplate(level, rubric.load().hidden, log=sink)
-        worker_template.install(started)
+        worker.install_template(started)
         try:
             yield started, log
         finally:
-            worker_template.install(None)
+            worker.install_template(None)
             started.stop()
 
 
@@ -146,11 +146,11 @@ def probe(path, template, *call):
 
 def spawned(path, template, *call):
     """The same call in a worker spawned as before templates: a new Python."""
-    worker_template.install(None)
+    worker.install_template(None)
     try:
         result, forked = probe(path, template, *call)
     finally:
-        worker_template.install(template)
+        worker.install_template(template)
     assert not forked
     return result
 
@@ -202,20 +202,16 @@ def test_a_template_that_dies_is_restarted_and_no_worker_is_lost(template, tmp_p
     assert "worker template restarted: it ended" in log.read_text()
 
 
-def test_a_grade_hiding_what_the_sandbox_shows_is_not_forked():
+def test_a_grade_hiding_what_the_sandbox_shows_is_not_forked(template):
     """The template's sandbox masks what the slot hides; a grade that must hide more (a path inside
-    the Python installation) spawns its own."""
-    level = isolation.Isolation("sandbox")
+    the Python installation) spawns its own; so does one at another level."""
+    template, _ = template
     inside = isolation.torch_init_file()
-    fake = worker_template.WorkerTemplate.__new__(worker_template.WorkerTemplate)
-    fake.isolation, fake.masked = level, set()
-    worker_template.install(fake)
-    try:
-        assert worker_template.for_worker(level, [Path("/nonexistent-elsewhere")]) is fake
-        assert worker_template.for_worker(level, [inside]) is None
-        assert worker_template.for_worker(isolation.Isolation("process"), [inside]) is None, "another level"
-    finally:
-        worker_template.install(None)
+    assert template.fits(template.isolation, [*rubric.load().hidden, Path("/nonexistent-elsewhere")])
+    assert template.fits(template.isolation, [inside]) == (template.isolation.level == "process"), \
+        "the audit hook denies it to each process-level worker; the sandbox's view is the template's"
+    other = isolation.Isolation("sandbox" if template.isolation.level == "process" else "process")
+    assert not template.fits(other, [])
 
 
 def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
