@@ -35,6 +35,7 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/et
                 "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
 # Read at run time by torch (CPU features) and the C library; nothing about other processes.
 RUNTIME_FILES = ("/dev/null", "/dev/zero", "/dev/urandom", "/proc/cpuinfo", "/sys/devices/system/cpu")
+UNPRIVILEGED_UID = 65534  # nobody: the worker template's user inside the sandbox
 SCRATCH_BYTES = 64 << 20  # the sandbox's /tmp and worker folder: memory-backed, so bounded
 
 
@@ -42,11 +43,27 @@ SCRATCH_BYTES = 64 << 20  # the sandbox's /tmp and worker folder: memory-backed,
 class Isolation:
     level: str
 
-    def command(self, workdir: Path, hidden: list[Path]) -> tuple[list[str], str, list[str]]:
-        """(argv prefix up to the worker script, the script path, paths the audit hook denies)."""
+    def command(self, workdir: Path, hidden: list[Path], template: bool = False) -> tuple[list[str], str, list[str]]:
+        """(argv prefix up to the worker script, the script path, paths the audit hook denies).
+        The worker `template` (template_main.py) has the host's folder `workdir`, writable, where the
+        grader makes each child's folder; in the sandbox it is not uid 0 of bubblewrap's user
+        namespace, so that each child can map itself into a user namespace of its own (mapping uid 0
+        would need CAP_SETFCAP) and mount its own folder there."""
+        script = "template_main.py" if template else "worker_main.py"
         if self.level == "process":
-            return [*PYTHON], str(WORKER_DIR / "worker_main.py"), [str(p) for p in hidden]
-        return sandbox_argv(Path(workdir), hidden), f"{SANDBOX_WORKER_DIR}/worker_main.py", []
+            return [*PYTHON], str(WORKER_DIR / script), self.denied(hidden)
+        argv = sandbox_argv(Path(workdir), hidden, keep_writes=template)
+        if template:
+            argv[1:1] = ["--unshare-user", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
+        return argv, f"{SANDBOX_WORKER_DIR}/{script}", []
+
+    def denied(self, hidden: list[Path]) -> list[str]:
+        """The paths a worker's audit hook denies: in the sandbox they are not there at all."""
+        return [str(p) for p in hidden] if self.level == "process" else []
+
+    def masked(self, hidden: list[Path]) -> set[Path]:
+        """The paths of `hidden` the sandbox's view must mask (the others are not in it at all)."""
+        return set() if self.level == "process" else set(masked_paths(hidden, sandbox_view()[1]))
 
 
 def readable_paths() -> list[str]:
@@ -78,22 +95,10 @@ def sandbox_argv(workdir: Path, hidden: list[Path], *, keep_writes: bool = False
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc",
             *scratch_tmpfs("/tmp")]
-    visible = []
-    for path in SYSTEM_DIRS + SYSTEM_FILES:
-        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.exists(path):
-            argv += ["--ro-bind", path, path]
-            visible.append(Path(path))
-    for root in python_roots():
-        if not any(root == v or v in root.parents for v in visible):
-            argv += ["--ro-bind", str(root), str(root)]
-            visible.append(root)
+    view, visible = sandbox_view()
+    argv += view
     argv += cuda_binds(visible)  # GPUs, for gpu_checks' timing session (nothing without /dev/nvidia*)
-    # A hidden path inside something mounted is masked; anywhere else it simply does not exist.
-    for path in map(Path, hidden):
-        if not any(v in path.resolve().parents for v in visible):
-            continue
+    for path in masked_paths(hidden, visible):
         if path.is_dir():
             argv += ["--tmpfs", str(path.resolve())]
         elif path.exists():
@@ -112,6 +117,29 @@ def sandbox_argv(workdir: Path, hidden: list[Path], *, keep_writes: bool = False
     for name, value in (env or {}).items():
         argv += ["--setenv", name, value]
     return argv + ["--chdir", str(workdir), "--remount-ro", "/", *command]
+
+
+def sandbox_view() -> tuple[list[str], list[Path]]:
+    """(bubblewrap's arguments that show the system libraries and the Python installation, read-only;
+    the paths they show)."""
+    argv, visible = [], []
+    for path in SYSTEM_DIRS + SYSTEM_FILES:
+        if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+            visible.append(Path(path))
+    for root in python_roots():
+        if not any(root == v or v in root.parents for v in visible):
+            argv += ["--ro-bind", str(root), str(root)]
+            visible.append(root)
+    return argv, visible
+
+
+def masked_paths(hidden, visible: list[Path]) -> list[Path]:
+    """The paths of `hidden` inside something the sandbox shows, resolved: they must be masked; any
+    other simply does not exist in it."""
+    return [p.resolve() for p in map(Path, hidden) if any(v in p.resolve().parents for v in visible)]
 
 
 def scratch_tmpfs(path: str) -> list[str]:

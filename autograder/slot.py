@@ -3,9 +3,11 @@
     python -m autograder.slot [grade options]     # --suite, --isolation, --timeout, --hide, ...
 
 Starting a grading process (torch, pytest, hypothesis, the rubric) costs seconds; a batch pays it
-once per slot instead of once per submission. Student code still never runs here: every grade
-starts a fresh worker process (and sandbox) of its own, exactly as `grade` does, and the worker is
-gone before the next job is read.
+once per slot instead of once per submission. Student code still never runs here: every worker
+a grade starts is a fresh child forked from the slot's worker template (autograder/worker_template.py:
+a pristine worker that has imported torch, confined like a spawned one before it reads the
+submission), or a fresh worker process (and sandbox) of its own where there is no template, exactly
+as `grade` starts one; the worker is gone before the next job is read.
 
 The protocol, one JSON object a line. The batch writes jobs on the slot's stdin:
     {"id": "alice", "path": "/subs/alice.py", "results": "/out/alice.json"}
@@ -272,14 +274,23 @@ def main(argv=None) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else is printed goes to the log
 
     from autograder import rubric as rubric_file
-    from autograder import backends  # noqa: F401 - start-up paid here, not in a submission's time limit
+    from autograder import worker_template
 
     rubric = rubric_file.load(options.rubric)
-    for line in sys.stdin:
-        job = json.loads(line)
-        status.write(json.dumps({"started": job["id"]}) + "\n")
-        code = grade_one(Path(job["path"]), Path(job["results"]), options, rubric, time_limit=rubric.submission_timeout)
-        status.write(json.dumps({"done": job["id"], "code": code}) + "\n")
+    # Every worker of this slot is forked from one template (it imports torch while this process does)
+    template = worker_template.start(options.isolation, [*rubric.hidden, rubric.source, *options.hide])
+    from autograder import backends  # noqa: F401 - start-up paid here, not in a submission's time limit
+
+    try:
+        for line in sys.stdin:
+            job = json.loads(line)
+            status.write(json.dumps({"started": job["id"]}) + "\n")
+            code = grade_one(Path(job["path"]), Path(job["results"]), options, rubric,
+                             time_limit=rubric.submission_timeout)
+            status.write(json.dumps({"done": job["id"], "code": code}) + "\n")
+    finally:
+        if template is not None:
+            template.stop()
     return 0
 
 

@@ -16,7 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.isolation import Isolation, python_roots, readable_paths, writable_devices
+from autograder.isolation import (SANDBOX_WORKER_DIR, WORKER_DIR, Isolation, python_roots, readable_paths,
+                                  writable_devices)
 from autograder.rubric import Limits
 
 REAPER = Path(__file__).resolve().parent / "sandbox" / "reaper.py"
@@ -30,6 +31,15 @@ NOBODY = 65534
 REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
 SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+_template = None  # the grader slot's worker template (worker_template.WorkerTemplate), if any
+
+
+def install_template(template) -> None:
+    """Fork this process's workers from `template` where it fits them (None: spawn every worker)."""
+    global _template
+    _template = template
 
 
 class CappedOutput:
@@ -61,50 +71,89 @@ class WorkerProcess:
 
     The worker runs under a reaper (autograder/sandbox/reaper.py) that holds one end of a lifeline
     pipe; `stop` closes it and the reaper kills every process the worker started. Each worker also
-    carries a random token in its environment, which `stop` looks for as a last resort.
+    carries a random token in its environment, which `stop` looks for as a last resort. A worker
+    forked from a grader slot's template (`forked`) runs under the same reaper code in the template's
+    process tree; `proc` then stands for it (worker_template.TemplateChild), and the last resort is
+    its supervisor's session.
     """
 
     def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path],
                  entry: Path | None = None):
         """`entry`: a script run instead of worker_main.py (gpu_checks' timing session). It is copied
         beside the submission, where the sandbox can see it, and finds worker_main through
-        config["worker_dir"]."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="mhsa-worker-"))
+        config["worker_dir"].
+
+        Where this process has a worker template that fits (a grader slot's: worker_template.py), the
+        worker is forked from it; otherwise, or when the template cannot, a new Python is spawned."""
+        self.token = secrets.token_hex(16)
+        template = _template if entry is None and _template is not None and _template.fits(isolation, hidden) else None
+        folder = template.serving_folder() if template is not None else None
+        self.forked = False
+        if folder is not None:
+            config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, folder)
+            self.proc = template.spawn(self.workdir, self.workdir / "mhsa.py", config, self._own_env(), child_fds)
+            self.forked = self.proc is not None
+            if not self.forked:  # the template failed: it is restarted, and this worker spawned
+                self._discard(child_fds)
+        if not self.forked:
+            config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, None)
+            self.proc = self._spawn(isolation, hidden, entry, config, child_fds)
+        self.sandboxed = isolation.level == "sandbox" and not self.forked  # bubblewrap's exit codes
+        for fd in child_fds:
+            os.close(fd)
+        os.set_blocking(self._req_w, False)  # writes wait with a deadline (wire.write_frame)
+        self.output = CappedOutput(self._out_r, limits.output_bytes)
+
+    def _prepare(self, submission, isolation, limits, hidden, entry, folder):
+        """The worker's folder (in the template's `folder` for a forked worker), its configuration and
+        its pipes; returns (config, the worker's ends: request, reply, output, lifeline)."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="mhsa-worker-", dir=folder))
         copy = self.workdir / "mhsa.py"
         copy.write_bytes(Path(submission).read_bytes())
         if entry is not None:
             Path(self.workdir / Path(entry).name).write_bytes(Path(entry).read_bytes())
-        if os.geteuid() == 0:  # the worker drops root for nobody (sandbox/confine.py): its folder is nobody's
+        if os.geteuid() == 0 and folder is None:  # the worker drops root for nobody (sandbox/confine.py): its folder is nobody's
             for path in (self.workdir, *self.workdir.iterdir()):
                 os.chown(path, NOBODY, NOBODY)
             self.workdir.chmod(0o711)  # bubblewrap, root in its own user namespace, must reach the files
-        prefix, script, denied = isolation.command(self.workdir, hidden)
-        self.sandboxed = isolation.level == "sandbox"
+        forked = folder is not None
         config = {"memory_bytes": limits.memory_mb << 20, "cpu_seconds": limits.cpu_seconds,
-                  "file_bytes": WORKER_FILE_BYTES, "denied_paths": denied, "write_dirs": [str(self.workdir)],
-                  "read_paths": readable_paths(), "python_paths": [str(r) for r in python_roots()],
-                  "write_paths": [str(self.workdir), *writable_devices()], "worker_dir": os.path.dirname(script),
+                  "file_bytes": WORKER_FILE_BYTES, "denied_paths": isolation.denied(hidden),
+                  "write_dirs": [str(self.workdir)], "read_paths": readable_paths(),
+                  "python_paths": [str(r) for r in python_roots()],
+                  "write_paths": [str(self.workdir), *writable_devices()],
+                  "worker_dir": str(WORKER_DIR if isolation.level == "process" else SANDBOX_WORKER_DIR),
                   # CUDA starts threads of its own; the timing session runs no student code on them
                   "allow_threads": entry is not None,
-                  # the folder's budget at the process level (bubblewrap gives the sandbox its own)
-                  "scratch_bytes": WORKER_FILE_BYTES if isolation.level == "process" else None}
-        if entry is not None:
-            script = str(self.workdir / Path(entry).name)
+                  # the folder's budget at the process level (bubblewrap gives a spawned worker its
+                  # own; a forked one shares the template's sandbox, so it takes one itself)
+                  "scratch_bytes": WORKER_FILE_BYTES if isolation.level == "process" or forked else None}
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        out_r, out_w = os.pipe()
+        self._out_r, out_w = os.pipe()
         lifeline_r, self._lifeline = os.pipe()
-        self.token = secrets.token_hex(16)
-        env = SCRUBBED_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.workdir), "--",
-             *prefix, script, str(req_r), str(resp_w), str(copy), json.dumps(config)],
-            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w, lifeline_r),
-            cwd=self.workdir, env=env, start_new_session=True)
-        for fd in (req_r, resp_w, out_w, lifeline_r):
+        return config, [req_r, resp_w, out_w, lifeline_r]
+
+    def _discard(self, child_fds) -> None:
+        for fd in (*child_fds, self._req_w, self._resp_r, self._out_r, self._lifeline):
             os.close(fd)
-        os.set_blocking(self._req_w, False)  # writes wait with a deadline (wire.write_frame)
-        self.output = CappedOutput(out_r, limits.output_bytes)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _spawn(self, isolation, hidden, entry, config, child_fds) -> subprocess.Popen:
+        """A new Python running worker_main.py (or `entry`) under a reaper."""
+        req_r, resp_w, out_w, lifeline_r = child_fds
+        prefix, script, _ = isolation.command(self.workdir, hidden)
+        if entry is not None:
+            script = str(self.workdir / Path(entry).name)
+        return subprocess.Popen(
+            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.workdir), "--",
+             *prefix, script, str(req_r), str(resp_w), str(self.workdir / "mhsa.py"), json.dumps(config)],
+            stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w, lifeline_r),
+            cwd=self.workdir, env=SCRUBBED_ENV | self._own_env(), start_new_session=True)
+
+    def _own_env(self) -> dict:
+        """The variables of this worker beyond the scrubbed environment (a template's own)."""
+        return {"HOME": str(self.workdir), "TMPDIR": str(self.workdir), TOKEN_VAR: self.token}
 
     def request(self, payload: bytes, timeout: float, max_reply: int | None = None):
         """Sends one request and returns the reply; `timeout` covers both ways (a worker that stops

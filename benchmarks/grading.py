@@ -12,6 +12,10 @@ Dask cluster of a scheduler and --jobs single-thread workers on this machine (ne
 single grades alternate with this one's, and its batch runs with the others, so a change is
 measured before and after under the same load.
 
+The unit beside them: a cold in-process pytest run of both suites on the reference in a fresh Python
+(what the tests themselves cost); one grade and a batch's seconds per submission are also given as
+ratios of it, measured in the same run.
+
 Prints the figures that docs/benchmarks/grading.md records, with the machine they were measured on.
 The batch is made of examples/submissions, the valid variants in corpus/valid and the buggy mutants of
 corpus/mutants.toml, repeated as needed.
@@ -40,7 +44,7 @@ from autograder import rubric as rubric_file  # noqa: E402
 
 REFERENCE = REPO / "reference" / "mhsa.py"
 BUGGY = REPO / "examples" / "submissions" / "buggy_no_scale.py"
-TARGETS = {"one": 6.0, "batch": 120.0}
+TARGETS = {"one": 6.0, "batch": 120.0, "one_unit": 1.2, "batch_unit": 0.3}  # *_unit: ratios to cold_suites
 
 
 def cli(*args, repo: Path = REPO) -> float:
@@ -51,14 +55,30 @@ def cli(*args, repo: Path = REPO) -> float:
     return time.monotonic() - started
 
 
-def one_submission(scratch: Path, baseline: Path | None, repeats: int) -> float:
+def cold_suites() -> float:
+    """Seconds of the unit the grading figures are measured in: a cold pytest run of both suites on
+    the reference in this process's interpreter, the submission in-process (no isolation, no grader),
+    in a fresh Python: what the tests themselves cost, start-up included."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "pytest", "tests_public", "tests_hidden", "--impl", str(REFERENCE), "-q"],
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=os.environ | {"PYTHONPATH": str(REPO)})
+    return time.monotonic() - started
+
+
+def one_submission(scratch: Path, baseline: Path | None, repeats: int) -> tuple[float, float]:
     """What a TA waits for: the command line, every suite; a correct and a buggy submission (failures
     cost more: hypothesis shrinks them and the diagnosis runs). With a baseline, its runs alternate
-    with this checkout's and the medians are compared."""
+    with this checkout's and the medians are compared. The reference's runs alternate with the unit,
+    a cold in-process pytest run of both suites (cold_suites). Returns (the reference's grade, the
+    unit), medians in seconds."""
     checkouts = {"now": REPO} | ({"baseline": baseline} if baseline else {})
     for name, path in (("reference", REFERENCE), ("buggy_no_scale", BUGGY)):
         seconds = {label: [] for label in checkouts}
+        unit = []
         for _, (label, repo) in itertools.product(range(repeats), checkouts.items()):
+            if name == "reference" and label == "now":
+                unit.append(cold_suites())
             seconds[label].append(cli("grade", str(repo / path.relative_to(REPO)), "--suite", "all", "--results",
                                       str(scratch / label / name / "results.json"), repo=repo))
         now = statistics.median(seconds["now"])
@@ -68,8 +88,13 @@ def one_submission(scratch: Path, baseline: Path | None, repeats: int) -> float:
             before = statistics.median(seconds["baseline"])
             print(f"  baseline {baseline}: {before:.1f} s; now x{before / now:.2f} as fast")
         if name == "reference":
-            reference_seconds = now
-    return reference_seconds
+            reference_seconds, unit_seconds = now, statistics.median(unit)
+            print(f"unit: a cold in-process pytest run of both suites on the reference (`pytest tests_public "
+                  f"tests_hidden --impl reference/mhsa.py`, a fresh Python): {unit_seconds:.1f} s, median of {repeats}")
+            print(f"  one grade of the reference: x{now / unit_seconds:.2f} the unit (target <= x{TARGETS['one_unit']:g})")
+            if baseline:
+                print(f"  baseline: x{before / unit_seconds:.2f} the unit")
+    return reference_seconds, unit_seconds
 
 
 def overhead(one_grade: float, repeats: int) -> None:
@@ -116,7 +141,9 @@ for line in sys.stdin:
 """
 
 
-def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None) -> None:
+def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None, unit: float | None) -> None:
+    """The batch several ways side by side; `unit`: the cold in-process suites' seconds (cold_suites),
+    which each way's seconds per submission are also given as a ratio of."""
     from autograder import batch as batch_module
 
     folder = scratch / "batch"
@@ -154,8 +181,11 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None
                 cluster.close()
         rows = list(csv.DictReader((out / "grades.csv").open()))
         statuses = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
+        per_unit = f" = x{seconds[way] / size / unit:.2f} the unit" if unit else ""
         print(f"batch of {size} submissions, --jobs {jobs}, {label}: {seconds[way] / 60:.1f} min wall, "
-              f"{seconds[way] / size:.1f} s per submission; statuses {statuses}")
+              f"{seconds[way] / size:.1f} s per submission{per_unit}; statuses {statuses}")
+    if unit:
+        print(f"  slots: x{seconds['slots'] / size / unit:.2f} the unit per submission (target <= x{TARGETS['batch_unit']:g})")
     print(f"  slots: x{seconds['before'] / seconds['slots']:.2f} the throughput of a process per submission "
           f"(40 submissions target < {TARGETS['batch'] / 60:g} min)")
     if baseline:
@@ -186,10 +216,13 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M')} on {machine()}")
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-bench-"))
     try:
+        unit = None
         if not args.batch_only:
-            overhead(one_submission(scratch, baseline, args.repeats), args.repeats)
+            one_grade, unit = one_submission(scratch, baseline, args.repeats)
+            overhead(one_grade, args.repeats)
         if args.batch_size:
-            batch(scratch, args.batch_size, args.jobs, dask=not args.no_dask, baseline=baseline)
+            batch(scratch, args.batch_size, args.jobs, dask=not args.no_dask, baseline=baseline,
+                  unit=unit or (cold_suites() if args.batch_only else None))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -60,6 +60,7 @@ SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 CLONE_THREAD = 0x00010000
 EPERM, ENOSYS = 1, 38
+CAP_SYS_ADMIN = 21
 SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5  # what an unprivileged process may choose anyway
 PRIO_PROCESS = 0
 NOBODY = 65534
@@ -265,7 +266,7 @@ def scratch(folder, size_bytes, needed) -> str:
     files = {entry.name: (entry.stat().st_mode, _read(entry.path))
              for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)}
     try:
-        _enter_mount_namespace()
+        enter_mount_namespace()
         _check(_libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))  # nothing reaches the host
         options = f"size={size_bytes},mode=0700,uid={uid},gid={gid}"
         _check(_libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs",
@@ -291,9 +292,10 @@ def _read(path) -> bytes:
         return f.read()
 
 
-def _enter_mount_namespace():
-    """Root: a new mount namespace. Anyone else: a user namespace mapping only itself, with one."""
-    if os.geteuid() == 0:
+def enter_mount_namespace():
+    """Root: a new mount namespace. Anyone else, and root without CAP_SYS_ADMIN (a child of the
+    worker template inside bubblewrap): a user namespace mapping only itself, with one."""
+    if os.geteuid() == 0 and int(_capabilities().get("CapEff", "0"), 16) & (1 << CAP_SYS_ADMIN):
         _check(_libc.unshare(CLONE_NEWNS))
         return
     uid, gid = os.geteuid(), os.getegid()

@@ -12,6 +12,7 @@ than to init, where nothing could find it again; killing children until none are
 every descendant. The grader holds the other end of the lifeline pipe: closing it (or the grader
 dying, which closes it too) means "stop everything now". The reaper exits the way the worker did
 (its exit status, or the same signal), so the grader can still tell a segfault from a sys.exit.
+The worker template (template_main.py) runs the same supervision, `supervise`, around each child.
 """
 import ctypes
 import os
@@ -28,6 +29,20 @@ def main():
     lifeline, split = int(sys.argv[1]), sys.argv.index("--")
     command, options = sys.argv[split + 1:], sys.argv[2:split]
     remove = options[options.index("--remove") + 1] if "--remove" in options else None
+
+    def run_command():
+        os.close(lifeline)
+        os.execv(command[0], command)
+
+    exit_like(supervise(lifeline, run_command, remove))
+
+
+def supervise(lifeline, start, remove=None, keep=()):
+    """Runs `start()` in a child (it must not return: it execs or exits) and waits for that child to
+    end or for the lifeline to close; then kills every remaining descendant, removes the folder
+    `remove`, and returns the child's wait status. Descriptors other than the lifeline and `keep` are
+    closed once the child is started: the worker's pipes must read EOF when it is gone. Also run by
+    the worker template (template_main.py) for each child it forks."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # mirroring a SIGSEGV must not dump a core
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -37,9 +52,13 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only there to wake select through wake_w
     worker = os.fork()
     if worker == 0:
-        os.close(lifeline)
-        os.execv(command[0], command)
-    close_other_fds(keep=(lifeline, wake_r, wake_w))  # the worker's pipes: EOF must mean it is gone
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (wake_r, wake_w):
+            os.close(fd)
+        start()
+        os._exit(1)  # `start` must not return
+    close_other_fds(keep=(lifeline, wake_r, wake_w, *keep))
     status = None
     while status is None:
         ready = select.select([lifeline, wake_r], [], [])[0]
@@ -52,12 +71,13 @@ def main():
     kill_children()
     if remove:
         shutil.rmtree(remove, ignore_errors=True)
-    exit_like(status)
+    return status
 
 
 def close_other_fds(keep):
+    """Closes every descriptor above stderr but those in `keep`."""
     low = 3
-    for fd in sorted(keep):
+    for fd in sorted(fd for fd in keep if fd >= low):  # closerange(3, 0) would close them all
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)

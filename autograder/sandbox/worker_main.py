@@ -31,8 +31,8 @@ BLOCKED_EVENTS = {
     "socket.bind": "network access", "socket.sendto": "network access", "socket.sendmsg": "network access",
     "socket.getaddrinfo": "network access", "socket.gethostbyname": "network access",
 }
-# The worker's own modules: out of the submission's reach once it is loaded (see hide_worker).
-WORKER_MODULES = ("executor", "wire", "confine", "worker_main")
+# The worker's (and the worker template's) own modules: out of the submission's reach once it is loaded (see hide_worker).
+WORKER_MODULES = ("executor", "wire", "confine", "worker_main", "reaper", "template_main")
 SUBMISSION_PATH = None
 READ_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
                "os.remove", "os.symlink", "os.link"}
@@ -52,9 +52,20 @@ def main(execute=executor.execute):
     req_fd, resp_fd, submission = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     config = json.loads(sys.argv[4])
     set_limits(config)
+    prepare()
+    serve(req_fd, resp_fd, submission, config, execute)
+
+
+def prepare():
+    """What every worker does before it knows its submission; the worker template
+    (template_main.py) does it once, and each child it forks starts from there."""
     torch.set_num_threads(1)
     warm_up()
     sys.dont_write_bytecode = True  # `python -I` ignores PYTHONDONTWRITEBYTECODE
+
+
+def serve(req_fd, resp_fd, submission, config, execute=executor.execute):
+    """Confine this process, import the submission, then answer calls until the requests end."""
     source, failure = read_source(submission)
     confinement = confine_self(config)
     sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs"),
