@@ -1,6 +1,8 @@
-"""The worker template seen from the grader: one pristine worker per grader slot, started once, that
-has imported torch and forks a confined child for each worker a grade starts
-(autograder/sandbox/template_main.py). A child costs a fork, not a Python that imports torch.
+"""The worker template seen from the grader: one per grader slot, forking a confined child per worker.
+
+A pristine worker, started once per slot, that has imported torch and forks a confined child for each
+worker a grade starts (autograder/sandbox/template_main.py). A child costs a fork, not a Python that
+imports torch.
 
 A grader slot starts one (`start`: installed with worker.install_template); WorkerProcess forks
 from it, and spawns its worker directly when there is none, when it does not fit the grade (another level, or a path to mask in the

@@ -15,6 +15,7 @@ import pytest
 
 from autograder import isolation, rubric, slot, worker, worker_template
 from autograder.backends import WorkerBackend
+from autograder.grade_file import GradeOptions
 from autograder.paths import REFERENCE
 from autograder.rubric import Limits
 
@@ -219,11 +220,11 @@ def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
     graded next gets full marks."""
     tamperer = submission(tmp_path, "tamperer", REFERENCE.read_text() + TAMPER)
     log = tmp_path / "slot.log"
-    grader = slot.Slot([*slot.SLOT_COMMAND], ["--suite", "public"], log)
+    grader = slot.Slot([*slot.SLOT_COMMAND], GradeOptions(suite="public"), log)
     rules = rubric.load()
     try:
         for name, path in (("tamperer", tamperer), ("reference", REFERENCE)):
-            slot.grade_in_slot(grader, name, path, tmp_path / f"{name}.json", rules, "auto", 90)
+            slot.grade_in_slot(grader, slot.Submission(name, path), tmp_path / f"{name}.json", rules, "auto", 90)
     finally:
         grader.close()
     first, second = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("tamperer", "reference"))

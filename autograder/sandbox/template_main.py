@@ -1,5 +1,7 @@
-"""The worker template: a worker that has imported torch and the executor, and nothing of any
-student, and forks one child per worker a grade asks for (autograder/worker_template.py).
+"""The worker template: a pristine worker, torch imported and no student code, that forks each worker.
+
+It has imported torch and the executor, and nothing of any student, and forks one child per worker a
+grade asks for (autograder/worker_template.py).
 
 Started by autograder.worker_template, once per grader slot, exactly as a worker is (under a reaper,
 inside the same bubblewrap command or as the same user) as
