@@ -189,7 +189,7 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None
               f"{seconds[way] / size:.1f} s per submission{per_unit}; statuses {statuses}")
     if unit:
         print(f"  slots: x{seconds['slots'] / size / unit:.2f} the unit (the reference's cold suites) per submission")
-    # The measure: the batch's seconds per submission against a cold in-process run of both
+    # The target's measure: the batch's seconds per submission against a cold in-process run of both
     # suites on each of the same submissions (buggy ones cost more: shrinking, every failure), after.
     each = [cold_suites(path) for path in sorted(folder.glob("*.py"))]
     per_submission = statistics.mean(each)

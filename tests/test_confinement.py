@@ -10,7 +10,7 @@ process the test starts for the purpose).
 
 The uid-0 path is taken two ways: in this process by adding a folder only root can read to the
 worker's Python roots (fast, one worker for every probe), and for the batch by a real virtual
-environment inside a 0700 folder, the very situation the issue describes.
+environment inside a 0700 folder, a course's Python that `nobody` cannot read.
 """
 import importlib.util
 import json

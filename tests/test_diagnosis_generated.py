@@ -92,7 +92,7 @@ def _mutant_of_reference(tmp_path, find, replace):
 
 
 @pytest.mark.parametrize("find, replace, part, expected", [
-    # the two wrong diagnoses ("a float32 appears ..."), whose evidence is a shape mismatch
+    # two wrong diagnoses an earlier version gave ("a float32 appears ..."), whose evidence is a shape mismatch
     ("scores = q @ k.transpose(-2, -1)", "scores = k @ q.transpose(-2, -1)", "sdpa", "scores-transposed"),
     ("reshape(B, L, num_heads, d_model // num_heads).transpose(1, 2)", "reshape(B, L, num_heads, d_model // "
      "num_heads)", "heads", "heads-mixed-with-positions"),
