@@ -54,16 +54,18 @@ def compared(a, b) -> tuple:
 CHECKOUT = Path("/tmp/before-25")
 
 
-def test_the_normalizer_removes_only_the_time_and_the_checkouts_path():
+def test_the_normalizer_removes_only_the_time_the_checkouts_path_and_pids():
     results = copy.deepcopy(RESULTS)
     quoted = ["cheat: no hidden tests at /tmp/before-25: the grader does not allow access to /tmp/before-25/tests_hidden",
               "cheat: no other checkout: '/tmp/mhsa-adversarial-checkout/reference/mhsa.py'",
-              "another checkout: /tmp/before-25x/reference"]
+              "another checkout: /tmp/before-25x/reference",
+              "importing your mhsa.py raised PermissionError: [Errno 13] Permission denied: '/proc/5590/cwd'"]
     results["extra_data"]["notes"] = quoted
     normalized = same.normalize(results, CHECKOUT)
     assert "execution_time" not in normalized
     assert normalized["extra_data"]["notes"] == [
-        "cheat: no hidden tests at <checkout>: the grader does not allow access to <checkout>/tests_hidden", *quoted[1:]]
+        "cheat: no hidden tests at <checkout>: the grader does not allow access to <checkout>/tests_hidden",
+        *quoted[1:3], "importing your mhsa.py raised PermissionError: [Errno 13] Permission denied: '/proc/<pid>/cwd'"]
     results.pop("execution_time")
     results["extra_data"]["notes"] = normalized["extra_data"]["notes"]
     assert normalized == results, "the normalizer changed something a grade decides"
@@ -139,3 +141,22 @@ def test_a_slot_grades_a_few_files_as_a_fresh_grade_does(tmp_path):
     statuses = {key: f["results"]["extra_data"]["status"] for key, f in fresh["files"].items()}
     assert statuses == {f"mutants/{mutant.id}": "graded", case: "graded", "nbgrader/empty": "error"}
     assert fresh["files"][f"mutants/{mutant.id}"]["results"]["extra_data"]["parts"]["masks"]["score"] < 15
+
+
+def test_a_known_race_excuses_only_its_own_text():
+    """large_output's printed output (the worker's dying traceback races its kill) may differ; its
+    score may not, nor may the printed output of any other case."""
+    def pair(key, change):
+        a, b = digest(RESULTS), digest(RESULTS)
+        b["files"]["mutants/one"]["results"] = same.normalize(change(copy.deepcopy(RESULTS)), CHECKOUT)
+        for d in (a, b):
+            d["files"] = {key: d["files"]["mutants/one"]}
+        return compared(a, b)
+
+    traceback = lambda r: r["extra_data"].update(printed_output="Traceback (most recent call last):") or r  # noqa: E731
+    code, text = pair("adversarial/large_output@process", traceback)
+    assert code == 0 and "1 raced text only" in text and "a known race" in text and "printed_output" in text
+    code, text = pair("adversarial/large_output", lambda r: traceback(r).update(score=1.0) or r)
+    assert code == 1 and "1 different" in text
+    code, text = pair("adversarial/exception", traceback)
+    assert code == 1 and "1 different" in text
