@@ -333,8 +333,11 @@ def raced(key: str, lines: list) -> str:
 
 def compare(a: dict, b: dict, out=sys.stdout) -> int:
     """Prints a per-file report and counts; 0 when both digests hold the same files with identical
-    grades (a known race's text aside: RACES)."""
-    files_a, files_b = a["files"], b["files"]
+    grades (a known race's text aside: RACES). Only the corpora both digests recorded are compared
+    (a record of --corpus nbgrader against a whole one); a file missing from one of them counts."""
+    corpora = [c for c in a["corpora"] if c in b["corpora"]]
+    left_out = sorted(set(a["corpora"]) ^ set(b["corpora"]))
+    files_a, files_b = ({k: v for k, v in d["files"].items() if k.split("/")[0] in corpora} for d in (a, b))
     counts = {"identical": 0, "different": 0, "raced text only": 0, "input changed": 0, "only in A": 0,
               "only in B": 0}
     for key in sorted(set(files_a) | set(files_b)):
@@ -354,9 +357,11 @@ def compare(a: dict, b: dict, out=sys.stdout) -> int:
             print(f"{key}:" + (f" (a known race: {why})" if why else ""), *(f"  {line}" for line in lines),
                   sep="\n", file=out)
     print(f"A: {a.get('route')} route, {a.get('commit')}; B: {b.get('route')} route, {b.get('commit')}", file=out)
+    print(f"corpora compared: {', '.join(corpora) or 'none'}" +
+          (f"; recorded in one digest only: {', '.join(left_out)}" if left_out else ""), file=out)
     print(", ".join(f"{n} {what}" for what, n in counts.items()), file=out)
     same_files = counts["identical"] + counts["raced text only"] == len(set(files_a) | set(files_b))
-    return 0 if same_files else 1
+    return 0 if corpora and same_files else 1
 
 
 def save(digest: dict, path: Path) -> None:

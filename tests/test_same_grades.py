@@ -41,7 +41,7 @@ RESULTS = {
 
 
 def digest(results, source=b"x = 1\n", options=("--suite", "all")) -> dict:
-    return {"route": "grade", "commit": "c", "files": {
+    return {"route": "grade", "commit": "c", "corpora": ["mutants"], "files": {
         "mutants/one": {"source_sha256": same.hashlib.sha256(source).hexdigest(), "options": list(options),
                         "results": same.normalize(results, CHECKOUT)}}}
 
@@ -119,8 +119,20 @@ def test_any_change_of_what_a_grade_decides_fails_the_comparison(change, shown):
 def test_a_changed_input_or_a_missing_file_is_not_counted_identical():
     code, text = compared(digest(RESULTS), digest(RESULTS, source=b"x = 2\n"))
     assert code == 1 and "1 input changed" in text
-    code, text = compared(digest(RESULTS), {"route": "batch", "commit": "c", "files": {}})
+    code, text = compared(digest(RESULTS), {"route": "batch", "commit": "c", "corpora": ["mutants"], "files": {}})
     assert code == 1 and "mutants/one: only in A" in text
+
+
+def test_only_the_corpora_both_digests_recorded_are_compared():
+    whole = digest(RESULTS)
+    whole["corpora"].append("nbgrader")
+    whole["files"]["nbgrader/1001"] = whole["files"]["mutants/one"]
+    code, text = compared(whole, digest(RESULTS))
+    assert code == 0 and "1 identical" in text and "recorded in one digest only: nbgrader" in text
+    other = digest(RESULTS)
+    other["corpora"] = ["nbgrader"]
+    code, text = compared(digest(RESULTS), other)
+    assert code == 1 and "corpora compared: none" in text, "nothing compared is not a success"
 
 
 def test_a_slot_grades_a_few_files_as_a_fresh_grade_does(tmp_path):
@@ -150,7 +162,7 @@ def test_a_known_race_excuses_only_its_own_text():
         a, b = digest(RESULTS), digest(RESULTS)
         b["files"]["mutants/one"]["results"] = same.normalize(change(copy.deepcopy(RESULTS)), CHECKOUT)
         for d in (a, b):
-            d["files"] = {key: d["files"]["mutants/one"]}
+            d["files"], d["corpora"] = {key: d["files"]["mutants/one"]}, [key.split("/")[0]]
         return compared(a, b)
 
     traceback = lambda r: r["extra_data"].update(printed_output="Traceback (most recent call last):") or r  # noqa: E731
