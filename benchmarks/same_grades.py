@@ -66,7 +66,8 @@ def mutant_groups(manifest: str) -> list:
     from autograder.diagnosis.corpus import load_mutants
     from autograder.paths import CORPUS
 
-    files = {f"{manifest}/{m.id}": (f"{m.id}.py", m.source().encode()) for m in load_mutants(CORPUS / f"{manifest}.toml")}
+    mutants = load_mutants(CORPUS / f"{manifest}.toml")
+    files = {f"{manifest}/{m.id}": (f"{m.id}.py", m.source().encode()) for m in mutants}
     return [Group(("--suite", "all", "--isolation", "auto"), files)]
 
 
@@ -148,10 +149,11 @@ PROC_PID = re.compile(r"(?<=/proc/)\d+(?=/)")
 def normalize(results: dict, checkout: Path) -> dict:
     """results.json less what varies between two grades of the same file: `execution_time` (the
     grade's wall time, which the machine's load decides) and, in texts, the checkout's path
-    (checkout_path) and process ids in /proc paths (PROC_PID). Everything else (score, status, maxima, every row's name, score, status and
-    output, parts, diagnoses, notes, holds, the printed output, the isolation level) is kept. No
-    random temporary name reaches a results file: the worker's folder is /tmp/.autograder-worker
-    inside its sandbox, and a grade of the corpora quotes no other."""
+    (checkout_path) and process ids in /proc paths (PROC_PID). Everything else (score, status,
+    maxima, every row's name, score, status and output, parts, diagnoses, notes, holds, the printed
+    output, the isolation level) is kept. No random temporary name reaches a results file: the
+    worker's folder is /tmp/.autograder-worker inside its sandbox, and a grade of the corpora quotes
+    no other."""
     data = json.loads(json.dumps(results))  # a deep copy
     data.pop("execution_time", None)
     return _texts(data, checkout_path(checkout))
@@ -399,7 +401,8 @@ def main(argv=None) -> int:
         parser.error(f"unknown corpus {', '.join(unknown)}; corpora are {', '.join(CORPORA)}")
     digest = record(args.checkout, args.route, corpora, args.jobs)
     save(digest, args.out)
-    print(f"{len(digest['files'])} grades written to {args.out}; seconds per corpus: {digest['seconds']}", file=sys.stderr)
+    print(f"{len(digest['files'])} grades written to {args.out}; seconds per corpus: {digest['seconds']}",
+          file=sys.stderr)
     return 0
 
 

@@ -56,7 +56,8 @@ CHECKOUT = Path("/tmp/before-25")
 
 def test_the_normalizer_removes_only_the_time_the_checkouts_path_and_pids():
     results = copy.deepcopy(RESULTS)
-    quoted = ["cheat: no hidden tests at /tmp/before-25: the grader does not allow access to /tmp/before-25/tests_hidden",
+    quoted = ["cheat: no hidden tests at /tmp/before-25: the grader does not allow access to "
+              "/tmp/before-25/tests_hidden",
               "cheat: no other checkout: '/tmp/mhsa-adversarial-checkout/reference/mhsa.py'",
               "another checkout: /tmp/before-25x/reference",
               "importing your mhsa.py raised PermissionError: [Errno 13] Permission denied: '/proc/5590/cwd'"]
