@@ -74,15 +74,20 @@ def serve(req_fd, resp_fd, submission, config, execute=executor.execute):
     hide_worker()
     if failure is None:
         module, failure = load_submission(source, submission)
-    write_frame(resp_fd, encode(failure or {"status": "ready", "confinement": confinement}))
-    if failure:
-        return
-    while True:
-        try:
-            request = decode(read_frame(req_fd))
-        except EOFError:
+    try:
+        write_frame(resp_fd, encode(failure or {"status": "ready", "confinement": confinement}))
+        if failure:
             return
-        write_frame(resp_fd, encode_reply(answer(module, request, execute), encode))
+        while True:
+            try:
+                request = decode(read_frame(req_fd))
+            except EOFError:
+                return
+            write_frame(resp_fd, encode_reply(answer(module, request, execute), encode))
+    except BrokenPipeError:
+        # The grader hung up (it refused a reply, or the grade ended): a traceback here would reach the
+        # captured output, as much of it as was written before the reaper's kill, different every run.
+        return
 
 
 def warm_up():
