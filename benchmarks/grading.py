@@ -144,11 +144,40 @@ for line in sys.stdin:
 """
 
 
-def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None, unit: float | None) -> None:
-    """The batch several ways side by side; `unit`: the cold in-process suites' seconds (cold_suites),
-    which each way's seconds per submission are also given as a ratio of."""
+def time_batch(way: str, folder: Path, out: Path, jobs: int, baseline: Path | None, scratch: Path) -> float:
+    """Seconds of one batch of `folder` graded `way` into `out` (a new folder: nothing is resumed)."""
     from autograder import batch as batch_module
 
+    args = ["grade", str(folder), "--batch", "--out", str(out), "--jobs", str(jobs)]
+    if way == "dask":
+        from autograder.cluster import LocalCluster
+
+        cluster = LocalCluster(scratch, workers=jobs)
+        args += ["--scheduler", cluster.address]
+    try:
+        started = time.monotonic()
+        if way == "before":
+            options = Namespace(path=folder, out=out, jobs=jobs, force=False, suite="all", isolation="auto",
+                                timeout=None, hide=[], batch=True, timing_device=None, scheduler=None,
+                                days_late=0.0, after_due_date=False, rubric=REPO / "rubric.toml")
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                batch_module.run(options, command=(sys.executable, "-c", PROCESS_PER_SUBMISSION))
+        else:
+            repo = baseline if way == "baseline" else REPO
+            subprocess.run([sys.executable, "-m", "autograder", *args], cwd=repo, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=os.environ | {"PYTHONPATH": str(repo)})
+        return time.monotonic() - started
+    finally:
+        if way == "dask":
+            cluster.close()
+
+
+def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None, unit: float | None,
+          rounds: int = 1) -> None:
+    """The batch several ways side by side, `rounds` times in turn (the median counts); `unit`: the cold
+    in-process suites' seconds (cold_suites), which each way's seconds per submission are also given
+    as a ratio of."""
     folder = scratch / "batch"
     batch_folder(folder, size)
     ways = {"a process per submission (before slots)": "before", "grader slots (now)": "slots"}
@@ -156,37 +185,17 @@ def batch(scratch: Path, size: int, jobs: int, dask: bool, baseline: Path | None
         ways = {f"grader slots, baseline {baseline}": "baseline", **ways}
     if dask:
         ways[f"Dask, {jobs} single-thread workers on this machine"] = "dask"
-    seconds = {}
+    seconds = {way: [] for way in ways.values()}
+    for round_ in range(rounds):  # the ways alternate, so that a change of load falls on all of them
+        for way in ways.values():
+            seconds[way].append(time_batch(way, folder, scratch / f"out-{way}-{round_}", jobs, baseline, scratch))
+    seconds = {way: statistics.median(runs) for way, runs in seconds.items()}
     for label, way in ways.items():
-        out = scratch / f"out-{way}"
-        args = ["grade", str(folder), "--batch", "--out", str(out), "--jobs", str(jobs)]
-        if way == "dask":
-            from autograder.cluster import LocalCluster
-
-            cluster = LocalCluster(scratch, workers=jobs)
-            args += ["--scheduler", cluster.address]
-        try:
-            started = time.monotonic()
-            if way == "before":
-                options = Namespace(path=folder, out=out, jobs=jobs, force=False, suite="all", isolation="auto",
-                                    timeout=None, hide=[], batch=True, timing_device=None, scheduler=None,
-                                    days_late=0.0, after_due_date=False, rubric=REPO / "rubric.toml")
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    batch_module.run(options, command=(sys.executable, "-c", PROCESS_PER_SUBMISSION))
-            else:
-                repo = baseline if way == "baseline" else REPO
-                subprocess.run([sys.executable, "-m", "autograder", *args], cwd=repo, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=os.environ | {"PYTHONPATH": str(repo)})
-            seconds[way] = time.monotonic() - started
-        finally:
-            if way == "dask":
-                cluster.close()
-        rows = list(csv.DictReader((out / "grades.csv").open()))
+        rows = list(csv.DictReader((scratch / f"out-{way}-0" / "grades.csv").open()))
         statuses = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
         per_unit = f" = x{seconds[way] / size / unit:.2f} the unit" if unit else ""
         print(f"batch of {size} submissions, --jobs {jobs}, {label}: {seconds[way] / 60:.1f} min wall, "
-              f"{seconds[way] / size:.1f} s per submission{per_unit}; statuses {statuses}")
+              f"{seconds[way] / size:.1f} s per submission{per_unit} (median of {rounds}); statuses {statuses}")
     if unit:
         print(f"  slots: x{seconds['slots'] / size / unit:.2f} the unit (the reference's cold suites) per submission")
     # The target's measure: the batch's seconds per submission against a cold in-process run of both
@@ -222,6 +231,7 @@ def main() -> None:
     parser.add_argument("--batch-only", action="store_true", help="skip the single grade and the isolation overhead")
     parser.add_argument("--no-dask", action="store_true", help="skip the batch on a local Dask cluster")
     parser.add_argument("--baseline", type=Path, help="another checkout of this repository to time in the same run")
+    parser.add_argument("--rounds", type=int, default=1, help="batches of each way, in turn (the median counts)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each single grade and isolation level (the median counts)")
     args = parser.parse_args()
     baseline = args.baseline.resolve() if args.baseline else None
@@ -234,7 +244,7 @@ def main() -> None:
             overhead(one_grade, args.repeats)
         if args.batch_size:
             batch(scratch, args.batch_size, args.jobs, dask=not args.no_dask, baseline=baseline,
-                  unit=unit or (cold_suites() if args.batch_only else None))
+                  unit=unit or (cold_suites() if args.batch_only else None), rounds=args.rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
