@@ -126,6 +126,9 @@ def run_worker(request, req_fd, resp_fd, out_fd):
         # child copies from the template
         random.seed()
         torch.seed()
+        # A spawned worker's command line (worker_main.main): a submission that reads sys.argv sees
+        # what it would see in a worker of its own, not the template's
+        sys.argv = [worker_main.__file__, str(req_fd), str(resp_fd), request["submission"], json.dumps(request["config"])]
         worker_main.set_limits(request["config"])
         worker_main.serve(req_fd, resp_fd, request["submission"], request["config"])
         code = 0
