@@ -9,7 +9,7 @@ from pathlib import Path
 
 from autograder import toml
 from autograder.grading import ResultCollector
-from autograder.paths import CORPUS, REPO
+from autograder.paths import CORPUS, REFERENCE, REPO  # noqa: F401 - REFERENCE: the corpus's full-marks baseline, for its users
 from autograder.rubric import PARTS
 
 MANIFEST = CORPUS / "mutants.toml"
