@@ -44,25 +44,32 @@ def timed(args, cwd) -> tuple:
     return time.monotonic() - started, now.children_user + now.children_system - cpu.children_user - cpu.children_system
 
 
+def course_with_class(scratch: Path, run) -> tuple:
+    """A copy of the course in scratch/course with its assignment generated (`run(ARGS, cwd)` runs
+    `python -m ARGS`: nbgrader's generate_assignment), and the simulated class's notebooks made from
+    that release: (the simulation module, the course folder, student -> notebook bytes)."""
+    sim = simulated_class()
+    (scratch / "autograder").symlink_to(REPO / "autograder")
+    root = scratch / "course"
+    shutil.copytree(REPO / "course", root, ignore=shutil.ignore_patterns(
+        "release", "submitted", "autograded", "feedback", "downloaded", "isolated", "gradebook.db",
+        "__pycache__", ".ipynb_checkpoints"))
+    run(["nbgrader", "generate_assignment", sim.A], root)
+    release = (root / "release" / sim.A / f"{sim.A}.ipynb").read_text()
+    source = (root / "source" / sim.A / f"{sim.A}.ipynb").read_text()
+    return sim, root, sim.class_notebooks(release, source)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--class-size", type=int, default=300, help="the class the estimate is for")
     args = parser.parse_args()
-    sim = simulated_class()
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-nbgrader-bench-"))
     try:
-        (scratch / "autograder").symlink_to(REPO / "autograder")
-        root = scratch / "course"
-        shutil.copytree(REPO / "course", root, ignore=shutil.ignore_patterns(
-            "release", "submitted", "autograded", "feedback", "downloaded", "isolated", "gradebook.db",
-            "__pycache__", ".ipynb_checkpoints"))
-        timed(["nbgrader", "generate_assignment", sim.A], root)
-        release = (root / "release" / sim.A / f"{sim.A}.ipynb").read_text()
-        source = (root / "source" / sim.A / f"{sim.A}.ipynb").read_text()
-        notebooks = [content for student, content in sorted(sim.class_notebooks(release, source).items())
-                     if student != sim.EMPTY]
+        sim, root, class_notebooks = course_with_class(scratch, timed)
+        notebooks = [content for student, content in sorted(class_notebooks.items()) if student != sim.EMPTY]
         for number, content in zip(range(args.students), itertools.cycle(notebooks)):
             target = root / "submitted" / f"s{number:03d}" / sim.A / f"{sim.A}.ipynb"
             target.parent.mkdir(parents=True)

@@ -93,24 +93,16 @@ def adversarial_groups() -> list:
 
 
 def nbgrader_groups() -> list:
-    """The class of tests/test_nbgrader_course.py, built as benchmarks/gradebook.py builds it: the
+    """The class of tests/test_nbgrader_course.py, built by benchmarks/gradebook.py (course_with_class): the
     release comes from `nbgrader generate_assignment` on a copy of the course. The cheapest honest
     form of the simulation for a digest: the same notebooks graded the way the gradebook's isolated
     pass grades them (`grade NOTEBOOK --after-due-date --hide COURSE`), without nbgrader's own
     autograde, export and database (which do not change with the grader's code)."""
-    sim = _load("nbgrader_course", REPO / "tests" / "test_nbgrader_course.py")
+    gradebook = _load("gradebook_benchmark", REPO / "benchmarks" / "gradebook.py")
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-same-grades-nb-"))
     try:
-        (scratch / "autograder").symlink_to(REPO / "autograder")
-        root = scratch / "course"
-        shutil.copytree(REPO / "course", root, ignore=shutil.ignore_patterns(
-            "release", "submitted", "autograded", "feedback", "downloaded", "isolated", "gradebook.db",
-            "__pycache__", ".ipynb_checkpoints"))
-        subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", sim.A], cwd=root, check=True,
-                       capture_output=True)
-        release = (root / "release" / sim.A / f"{sim.A}.ipynb").read_text()
-        source = (root / "source" / sim.A / f"{sim.A}.ipynb").read_text()
-        notebooks = sim.class_notebooks(release, source)
+        _, _, notebooks = gradebook.course_with_class(scratch, lambda args, cwd: subprocess.run(
+            [sys.executable, "-m", *args], cwd=cwd, check=True, capture_output=True))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     files = {f"nbgrader/{student}": (f"s{student}.ipynb", content) for student, content in sorted(notebooks.items())}
