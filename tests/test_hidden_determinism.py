@@ -16,8 +16,9 @@ TIME_LIMIT_S = 45  # one submission, hidden suite, in a worker (about 10 s on tw
 
 GRADE = """
 import json, sys
+from autograder import rubric
 from autograder.grading import grade
-g = grade(sys.argv[1], suites=("hidden",), isolation=sys.argv[2], extras=False)
+g = grade(sys.argv[1], suites=("hidden",), isolation=sys.argv[2], extras=False, rubric=rubric.load())
 print(json.dumps({"tests": [[t.nodeid, t.passed, t.summary, t.detail, t.example] for t in g.tests],
                   "parts": {n: p.score for n, p in g.parts.items()}, "seconds": g.execution_time}))
 """

@@ -42,9 +42,10 @@ def broken_rules(path) -> set:
 
 def failed_public_tests(path) -> set:
     """Public tests (file::function) that fail for `path` in the grading pipeline `check` runs."""
+    from autograder import rubric
     from autograder.grading import grade
 
-    result = grade(path, suites=("public",), isolation="inprocess", extras=False)
+    result = grade(path, suites=("public",), isolation="inprocess", extras=False, rubric=rubric.load())
     return {t.nodeid.split("[")[0] for t in result.tests if not t.passed}
 
 

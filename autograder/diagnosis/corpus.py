@@ -110,9 +110,10 @@ def lost_parts(path, declared=None) -> dict:
     failures of a broken part would cost most of the time (hypothesis shrinks each one).
     """
     if declared is None:
+        from autograder import rubric
         from autograder.grading import grade
 
-        result = grade(Path(path), isolation="inprocess", extras=False)
+        result = grade(Path(path), isolation="inprocess", extras=False, rubric=rubric.load())
         lost = {name: [] for name, part in result.parts.items() if part.score < part.max_score}
         for test in result.tests:
             if not test.passed and test.part in lost:
