@@ -17,14 +17,15 @@ every runner shares.
 import sys
 from pathlib import Path
 
-from autograder import grading, results, reviews
+from autograder import results, reviews
 from autograder import rubric as rubric_file
 from autograder.errors import clean_name
+from autograder.grade import HELD, STATUSES
 from autograder.grade_file import GradeOptions
 from autograder.isolation import resolve
 from autograder.slot import SLOT_COMMAND, discover, grade_in_slots
 
-FAILURES = grading.STATUSES[1:]  # results without a grade
+FAILURES = STATUSES[1:]  # results without a grade
 
 
 def run(args, rubric=None, command=SLOT_COMMAND) -> int:
@@ -89,7 +90,7 @@ def summary(table: list, out: Path, total: int, graded_now: int) -> str:
     header, *rows = table
     column = {name: i for i, name in enumerate(header)}
     failed = [r[0] for r in rows if r[column["status"]] in FAILURES]
-    held = [r[0] for r in rows if r[column["status"]] == grading.HELD]
+    held = [r[0] for r in rows if r[column["status"]] == HELD]
     shown = [c for c in header if c not in ("submission", "max_score", "isolation", "review")]
 
     def cell(row, c):

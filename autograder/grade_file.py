@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from autograder.context import SUITE_CHOICES, TIMING_DEVICES
+from autograder.grade import failure
 from autograder.isolation import LEVELS
 from autograder.paths import RUBRIC_FILE
 from autograder.submission import GradingError
@@ -117,9 +118,9 @@ def write_failure(target: Path | None, name: str, status: str, message: str, rub
                   isolation: str, suites=(), elapsed: float = 0.0):
     """The one writer of a result without a grade (timeout, crashed, error): score 0 of `max_units`, and
     `message` to say why, written atomically at `target` (when given). Returns the Grade."""
-    from autograder import grading, results
+    from autograder import results
 
-    grade = grading.failure(name, status, message, max_units, isolation, suites, elapsed=elapsed)
+    grade = failure(name, status, message, max_units, isolation, suites, elapsed=elapsed)
     if target is not None:
         results.write_json_atomic(target, results.to_gradescope(grade, rubric))
     return grade
@@ -176,7 +177,7 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
     try:
         grade, code = grading.run(ctx), 0
     except GradingError as err:
-        grade = grading.failure(path.name.removesuffix(".py"), "error",
+        grade = failure(path.name.removesuffix(".py"), "error",
                                 f"This submission could not be graded: {err}", max_units(), ctx.isolation_level, suites)
         code = 2
     finally:

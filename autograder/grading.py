@@ -20,9 +20,8 @@ from pathlib import Path
 
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
-# The grade's record lives below the stages, so that results (which writes it) need not import them;
-# the runners know these names as grading.failure, grading.HELD, grading.STATUSES.
-from autograder.grade import HELD, STATUSES, Grade, failure  # noqa: F401
+# The grade's record lives below the stages, so that results (which writes it) need not import them
+from autograder.grade import HELD, Grade
 from autograder.scoring import PartScore, Row, TestResult, to_units
 from autograder.submission import GradingError
 

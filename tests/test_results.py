@@ -5,7 +5,7 @@ import pytest
 
 from autograder import results
 from autograder import rubric as rubric_file
-from autograder.grading import Grade, failure
+from autograder.grade import Grade, failure
 from autograder.scoring import PartScore, Row, TestResult
 
 
