@@ -17,6 +17,7 @@ from autograder import errors, handin, notebook, results, route, submission
 from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources
 from autograder.classreport.sources import Record
+from autograder.grade import failure
 from autograder.paths import ASSIGNMENT, REFERENCE, REPO
 
 ESC = "\x1b"
@@ -257,9 +258,7 @@ def test_every_csv_export_quotes_formulas(tmp_path):
 
 
 def _results_folder(tmp_path: Path) -> Path:
-    from autograder import grading
-
     rubric = rubric_file.load()
-    grade = grading.failure("=1+1", "error", "unreadable", 950_000, "sandbox")
+    grade = failure("=1+1", "error", "unreadable", 950_000, "sandbox")
     results.write_json_atomic(tmp_path / "=1+1.json", results.to_gradescope(grade, rubric))
     return tmp_path
