@@ -445,11 +445,25 @@ def load_any(path: Path) -> dict | None:
     return None
 
 
-def read_json_record(path: Path) -> dict:
-    """A record the grader keeps beside results (reviews.json, the gradebook's accepted.json): its
-    object, or {} when it is missing, unreadable or not an object (nothing recorded yet)."""
+# The grader's own records beside a folder of results files (a batch's review decisions, the
+# gradebook's accepted notebooks) live in this subfolder: a submission or a student named like a
+# record ("reviews") has its results file <name>.json, which then can never be the record.
+RECORDS = "records"
+
+
+def read_record(folder: Path, name: str) -> dict:
+    """The record `name` kept beside the results in `folder`: its object, or {} when it is missing,
+    unreadable or not an object (nothing recorded yet). Where RECORDS holds none, one that an earlier
+    version kept directly in `folder` is read, unless that file is someone's results."""
+    path = Path(folder) / RECORDS / name
+    if not path.exists() and load(Path(folder) / name) is None:
+        path = Path(folder) / name
     data = _read_json(path)
     return data if isinstance(data, dict) else {}
+
+
+def write_record(folder: Path, name: str, data: dict) -> None:
+    write_json_atomic(Path(folder) / RECORDS / name, data)
 
 
 # What a results file may be: one of this grader's is at most a few hundred KB (every text in it is

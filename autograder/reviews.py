@@ -1,10 +1,10 @@
 """A batch folder's review record: the decisions a person took on grades held for review.
 
 A decision rewrites the student's results file through the one results model (results.decide) and
-is kept in GRADES/reviews.json with the reasons it was taken on, so that a rerun of the batch
-(`--force`) applies it again to the same hold (reapply); a changed submission whose hold has other
-reasons is held again, for a new look. The `review` command (autograder/commands/review.py) and the
-batch use it.
+is kept in GRADES/records/reviews.json (results.RECORDS: no submission's results file can be it)
+with the reasons it was taken on, so that a rerun of the batch (`--force`) applies it again to the
+same hold (reapply); a changed submission whose hold has other reasons is held again, for a new look.
+The `review` command (autograder/commands/review.py) and the batch use it.
 """
 from pathlib import Path
 
@@ -36,7 +36,7 @@ def record(out: Path, name: str, decision: str, note: str = "") -> dict:
     results.write_json_atomic(path, decided)
     reviews = _reviews(out)
     reviews[name] = {"decision": decision, "reasons": hold["reasons"], "note": note}
-    results.write_json_atomic(out / REVIEWS_FILE, reviews)
+    results.write_record(out, REVIEWS_FILE, reviews)
     return decided
 
 
@@ -56,4 +56,4 @@ def reapply(out: Path, names) -> list:
 
 
 def _reviews(out: Path) -> dict:
-    return results.read_json_record(out / REVIEWS_FILE)
+    return results.read_record(out, REVIEWS_FILE)

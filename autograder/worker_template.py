@@ -31,7 +31,7 @@ from autograder.worker import (REAPER, REAPER_GRACE_S, SCRUBBED_ENV, TOKEN_VAR, 
                               signal_name)
 
 READY_TIMEOUT_S = 60      # importing torch on a loaded machine; a worker spawned instead costs as much
-STARTED_TIMEOUT_S = 10    # a fork and one message: only a broken template takes longer
+STARTED_TIMEOUT_S = 10    # two forks, a chdir and two messages: only a broken template takes longer
 MAX_FAILED_STARTS = 3     # templates that died before serving, in a row, before the slot gives up
 MESSAGE_BYTES = 1 << 16
 DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: a slot spawns every worker, as a lone `grade` does
@@ -119,7 +119,7 @@ class WorkerTemplate:
                 return None
             if pid is None:
                 mine.close()
-                self._restart("it did not start a worker it was asked for")
+                self._restart("a worker it was asked for did not get ready to read its submission")
                 return None
             return TemplateChild(mine, pid)
 
@@ -225,13 +225,19 @@ def _message(sock: socket.socket, timeout) -> dict | None:
 
 def _started(sock: socket.socket) -> int | None:
     """The supervisor's pid, in this process's PID namespace (the kernel translates the message's
-    credentials), once it says it started; None if it does not."""
+    credentials), once it says it started and its worker says it is set up; None if either does not
+    (a worker that ended first is reported with its status instead)."""
     deadline = time.monotonic() + STARTED_TIMEOUT_S
+    pid, set_up = None, False
     while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
         data, ancillary, _, _ = sock.recvmsg(MESSAGE_BYTES, socket.CMSG_SPACE(_CREDENTIALS.size))
-        if not data:
+        message = json.loads(data) if data else {}
+        if not message or "status" in message:
             return None
+        set_up = set_up or bool(message.get("set_up"))
         for level, kind, payload in ancillary:
-            if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS) and json.loads(data).get("started"):
-                return _CREDENTIALS.unpack(payload[:_CREDENTIALS.size])[0]
+            if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS) and message.get("started"):
+                pid = _CREDENTIALS.unpack(payload[:_CREDENTIALS.size])[0]
+        if pid is not None and set_up:
+            return pid
     return None

@@ -110,6 +110,31 @@ def test_review_releases_a_grade_and_a_rerun_keeps_the_decision(tmp_path, capsys
     assert json.loads((out / "bob.json").read_text())["extra_data"]["status"] == "held"
 
 
+def test_a_submission_named_like_the_review_record_keeps_its_row_and_the_decisions(tmp_path):
+    """The review record lives in its own folder: a submission named `reviews` has the results file
+    reviews.json, which the record must neither read nor overwrite."""
+    out = tmp_path / "grades"
+    out.mkdir()
+    student = {**held_results("reviews"), "score": 20.0, "extra_data": {
+        **held_results("reviews")["extra_data"], "status": "graded", "held": None}}
+    write(out / "reviews.json", student)
+    write(out / "alice.json", held_results("alice"))
+    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release="alice", confirm=None, note="")) == 0
+    assert json.loads((out / "reviews.json").read_text()) == student
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "reviews"} and rows["reviews"]["score"] == "20.0"
+    write(out / "alice.json", held_results("alice"))  # a rerun (--force) holds alice again
+    assert reviews.reapply(out, ["alice", "reviews"]) == ["alice"]
+
+
+def test_decisions_an_earlier_version_kept_beside_the_results_still_apply(tmp_path):
+    write(tmp_path / "alice.json", held_results("alice"))
+    decision = {"decision": "release", "reasons": held_results("alice")["extra_data"]["held"]["reasons"], "note": ""}
+    write(tmp_path / reviews.REVIEWS_FILE, {"alice": decision})
+    assert reviews.reapply(tmp_path, ["alice"]) == ["alice"]
+    assert json.loads((tmp_path / "alice.json").read_text())["score"] == 12.0
+
+
 @pytest.mark.parametrize("name, message", [("carol", "no results"), ("dave", "not held")])
 def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
     write(tmp_path / "dave.json", {**held_results("dave"), "extra_data": {

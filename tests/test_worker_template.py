@@ -7,6 +7,7 @@ the tampering took, so a leak would show. The forked child must also be confined
 spawned worker is, at both levels.
 """
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -75,6 +76,14 @@ TAMPER = STATE + textwrap.dedent('''
     torch.use_deterministic_algorithms(True)
     torch.set_printoptions(precision=1)
     os.environ["LEFT_BY_FIRST"] = "1"
+    # The folder the next worker is made in (forked: the template's; spawned: the worker's parent),
+    # made unreachable through a descriptor, which no path check sees; and its times changed
+    parent = os.open(os.path.dirname(os.getcwd()), os.O_PATH | os.O_DIRECTORY)
+    for change in (lambda: os.chmod(".", 0, dir_fd=parent), lambda: os.utime(".", (0, 0), dir_fd=parent)):
+        try:
+            change()
+        except OSError:
+            pass
     AT_IMPORT = generator()
     try:
         torch.set_num_threads(3)
@@ -109,7 +118,17 @@ CONFINED = textwrap.dedent('''
             "reference": _outcome(_libc.open(reference.encode(), 0)),
             "write_tmp": _outcome(_libc.open(b"/tmp/left-by-probe", 0o101, 0o644)),
             "folder_mb": folder.f_blocks * folder.f_frsize >> 20,
+            "chmod_parent": _kept(os.path.dirname(os.getcwd()), lambda p: _libc.chmod(p.encode(), 0)),
+            "chmod_own_file": _kept("mhsa.py", lambda p: _libc.chmod(p.encode(), 0o777)),
+            "touch_parent": _kept(os.path.dirname(os.getcwd()), lambda p: _libc.utimes(p.encode(), None)),
         }
+
+    def _kept(path, change):
+        """What a change of `path`'s mode or times returned, and whether they are as before."""
+        before = os.stat(path)
+        result = _outcome(change(path))
+        after = os.stat(path)
+        return result, (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
 ''')
 
 
@@ -188,6 +207,8 @@ def test_a_forked_worker_is_confined_as_a_spawned_one(template, tmp_path):
     assert forked["socket"] == forked["fork"] == "refused: EPERM"
     assert forked["reference"] != "allowed" and forked["write_tmp"] != "allowed"
     assert forked["folder_mb"] == 64, "its folder is a 64 MB tmpfs of its own"
+    # Landlock does not cover a file's mode and times: seccomp makes such calls succeed with no effect
+    assert forked["chmod_parent"] == forked["chmod_own_file"] == forked["touch_parent"] == ("allowed", True)
 
 
 def test_a_template_that_dies_is_restarted_and_no_worker_is_lost(template, tmp_path):
@@ -200,6 +221,26 @@ def test_a_template_that_dies_is_restarted_and_no_worker_is_lost(template, tmp_p
     _, forked = probe(checker, template, "state")
     assert forked, "the restarted template serves the next one"
     assert "worker template restarted: it ended" in log.read_text()
+
+
+def test_a_child_that_fails_before_its_submission_restarts_the_template(template, tmp_path):
+    """A forked worker that cannot enter its folder (here: it is missing) fails before it reads the
+    submission: the template is at fault, so it is restarted and the worker spawned, never the student
+    blamed."""
+    template, log = template
+    workdir = Path(template.serving_folder()) / "missing-worker-folder"
+    pipes = [os.pipe() for _ in range(4)]
+    fds = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][0]]  # request, reply, output, lifeline
+    try:
+        child = template.spawn(workdir, workdir / "mhsa.py", {}, {}, fds)
+    finally:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+    assert child is None
+    assert "worker template restarted: a worker it was asked for did not get ready" in log.read_text()
+    _, forked = probe(submission(tmp_path, "checker", STATE), template, "state")
+    assert forked, "the restarted template serves the next one"
 
 
 def test_a_grade_hiding_what_the_sandbox_shows_is_not_forked(template):

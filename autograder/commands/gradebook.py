@@ -37,7 +37,7 @@ POLICIES = {
 }
 EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 4 some failed, 5 both
 STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
-ACCEPTED = "accepted.json"  # STORE/ASSIGNMENT/accepted.json: student -> checksum of the notebook accepted
+ACCEPTED = "accepted.json"  # STORE/ASSIGNMENT/records/accepted.json: student -> checksum of the notebook accepted
 
 
 def add_parser(subparsers):
@@ -479,7 +479,7 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
             accepted[name] = checksum(path)
             done.append(student)
         gb.db.commit()
-    results.write_json_atomic(store / ACCEPTED, accepted)
+    results.write_record(store, ACCEPTED, accepted)
     config = course_config(course)
     for student in done:
         recompute_late_penalty(config, db_url, assignment, student.name)
@@ -493,7 +493,7 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
 
 
 def read_accepted(store: Path) -> dict:
-    return results.read_json_record(store / ACCEPTED)
+    return results.read_record(store, ACCEPTED)
 
 
 def checksum(path: Path) -> str:

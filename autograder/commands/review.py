@@ -5,16 +5,16 @@
     python -m autograder review grades/ --confirm bob --note "uses torch._C to reach the fused kernel"
 
 A decision rewrites the student's results file and grades.csv through the one results model
-(results.decide), and is recorded in GRADES/reviews.json with the reasons it was taken on, so that a
-rerun of the batch (`--force`) applies it again to the same hold; a changed submission whose hold has
-other reasons is held again, for a new look.
+(results.decide), and is recorded in GRADES/records/reviews.json with the reasons it was taken on, so
+that a rerun of the batch (`--force`) applies it again to the same hold; a changed submission whose
+hold has other reasons is held again, for a new look.
 """
 from pathlib import Path
 
 from autograder import results
 from autograder import rubric as rubric_file
 from autograder.paths import RUBRIC_FILE
-from autograder.reviews import REVIEWS_FILE, held, record
+from autograder.reviews import held, record
 
 DONE = {"release": "released", "confirm": "confirmed"}
 
@@ -29,7 +29,7 @@ def add_parser(subparsers):
                           help="the hold was right: the parts it concerns score 0, the rest counts")
     p.add_argument("--rubric", type=Path, default=RUBRIC_FILE,
                    help="the rubric the batch was graded with (grade --rubric), for grades.csv's columns")
-    p.add_argument("--note", default="", help="why, in a sentence: kept in the results file and reviews.json")
+    p.add_argument("--note", default="", help="why, in a sentence: kept in the results file and GRADES/records/reviews.json")
 
 
 def run(args) -> int:
@@ -72,5 +72,5 @@ def listing(out: Path) -> str:
 
 
 def rewrite_csv(out: Path, rubric) -> None:
-    names = sorted(p.stem for p in out.glob("*.json") if p.name != REVIEWS_FILE)
+    names = sorted(p.stem for p in out.glob("*.json"))  # write_grades_csv keeps results files only
     results.write_grades_csv(out, names, rubric)

@@ -11,7 +11,8 @@ Applied in this order by worker_main (inside bubblewrap they stack with its name
                 securebits locked so that uid 0 never regains them, no_new_privs; as root, also
                 setuid to an unprivileged user (nobody) where nobody can read the Python installation.
   seccomp()     a syscall ALLOWLIST: what a CPU worker running Python, torch and numpy needs; every
-                other call fails with EPERM (new variants glibc falls back from: ENOSYS). Signals,
+                other call fails with EPERM (new variants glibc falls back from: ENOSYS). chmod and
+                utime calls succeed without effect (IGNORED). Signals,
                 resource limits, scheduling and priorities only on the worker itself; threads only
                 where allowed; syscalls of another architecture kill the worker.
 
@@ -78,8 +79,8 @@ ALLOWED = (
     "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 open openat creat close "
     "close_range lseek stat fstat lstat newfstatat statx access faccessat faccessat2 getdents getdents64 "
     "getcwd chdir fchdir readlink readlinkat mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2 "
-    "link linkat symlink symlinkat chmod fchmod fchmodat truncate ftruncate fallocate fsync fdatasync flock "
-    "fcntl dup dup2 dup3 pipe pipe2 ioctl statfs fstatfs umask utime utimes utimensat fadvise64 readahead "
+    "link linkat symlink symlinkat truncate ftruncate fallocate fsync fdatasync flock "
+    "fcntl dup dup2 dup3 pipe pipe2 ioctl statfs fstatfs umask fadvise64 readahead "
     "sendfile copy_file_range splice tee poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl "
     "epoll_wait epoll_pwait eventfd eventfd2 getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr "
     "mmap munmap mprotect mremap madvise brk msync mincore mlock munlock mlock2 membarrier "
@@ -97,6 +98,13 @@ ALLOWED = (
 # kill(0) (its process group, the reaper's) and tkill (any thread id) are refused.
 ON_ITSELF = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 ON_ITSELF_OR_ZERO = ("prlimit64", "sched_setaffinity", "sched_setparam")  # pid 0 means the caller
+# A file's mode and times: these report success and change nothing. Landlock does not cover them, and
+# a worker of the grading user (or, in the sandbox, of the user owning the worker template's folder)
+# could otherwise make files it may only read, or the folder the next worker is made in, unreadable:
+# chmod through a descriptor (os.chmod(..., dir_fd=...)) reaches any path the worker can name.
+# Success rather than EPERM, so that library code that copies a mode or touches a file (shutil.copy,
+# Path.touch) keeps working in an honest submission.
+IGNORED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "utimensat", "futimesat")
 
 # Syscall numbers of the names above (x86_64: asm/unistd_64.h; aarch64: the generic table, which
 # has no legacy path calls such as open or stat), and each table's audit architecture.
@@ -109,10 +117,10 @@ ARCHES = {
         217, "getcwd": 79, "chdir": 80, "fchdir": 81, "readlink": 89, "readlinkat": 267, "mkdir": 83,
         "mkdirat": 258, "rmdir": 84, "unlink": 87, "unlinkat": 263, "rename": 82, "renameat": 264,
         "renameat2": 316, "link": 86, "linkat": 265, "symlink": 88, "symlinkat": 266, "chmod": 90,
-        "fchmod": 91, "fchmodat": 268, "truncate": 76, "ftruncate": 77, "fallocate": 285, "fsync": 74,
+        "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "truncate": 76, "ftruncate": 77, "fallocate": 285, "fsync": 74,
         "fdatasync": 75, "flock": 73, "fcntl": 72, "dup": 32, "dup2": 33, "dup3": 292, "pipe": 22,
         "pipe2": 293, "ioctl": 16, "statfs": 137, "fstatfs": 138, "umask": 95, "utime": 132, "utimes":
-        235, "utimensat": 280, "fadvise64": 221, "readahead": 187, "sendfile": 40, "copy_file_range":
+        235, "utimensat": 280, "futimesat": 261, "fadvise64": 221, "readahead": 187, "sendfile": 40, "copy_file_range":
         326, "splice": 275, "tee": 276, "poll": 7, "ppoll": 271, "select": 23, "pselect6": 270,
         "epoll_create": 213, "epoll_create1": 291, "epoll_ctl": 233, "epoll_wait": 232, "epoll_pwait":
         281, "eventfd": 284, "eventfd2": 290, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
@@ -143,7 +151,7 @@ ARCHES = {
         "lseek": 62, "fstat": 80, "newfstatat": 79, "statx": 291, "faccessat": 48, "faccessat2": 439,
         "getdents64": 61, "getcwd": 17, "chdir": 49, "fchdir": 50, "readlinkat": 78, "mkdirat": 34,
         "unlinkat": 35, "renameat": 38, "renameat2": 276, "linkat": 37, "symlinkat": 36, "fchmod": 52,
-        "fchmodat": 53, "truncate": 45, "ftruncate": 46, "fallocate": 47, "fsync": 82, "fdatasync": 83,
+        "fchmodat": 53, "fchmodat2": 452, "truncate": 45, "ftruncate": 46, "fallocate": 47, "fsync": 82, "fdatasync": 83,
         "flock": 32, "fcntl": 25, "dup": 23, "dup3": 24, "pipe2": 59, "ioctl": 29, "statfs": 43,
         "fstatfs": 44, "umask": 166, "utimensat": 88, "fadvise64": 223, "readahead": 213, "sendfile":
         71, "copy_file_range": 285, "splice": 76, "tee": 77, "ppoll": 73, "pselect6": 72,
@@ -394,7 +402,8 @@ def seccomp(allow_threads: bool = False) -> str:
     _no_new_privs()
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0))
     return (f"seccomp: an allowlist of {len([n for n in ALLOWED if n in numbers])} syscalls; signals, "
-            "limits and scheduling on itself only" + ("" if allow_threads else "; no threads"))
+            "limits and scheduling on itself only; file modes and times unchangeable"
+            + ("" if allow_threads else "; no threads"))
 
 
 # Classic BPF: (code, jt, jf, k)
@@ -421,7 +430,7 @@ def _filter(audit_arch, numbers, pid, allow_threads):
     """Loads the syscall number once; then, per allowed call, "if nr == N: its handler" where the
     handler always returns (most are a plain allow), so each check jumps only over its own handler."""
     allow, deny, enosys = _ret(SECCOMP_RET_ALLOW), _ret(SECCOMP_RET_ERRNO | EPERM), _ret(SECCOMP_RET_ERRNO | ENOSYS)
-    handlers = {name: [allow] for name in ALLOWED}
+    handlers = {name: [allow] for name in ALLOWED} | {name: [_ret(SECCOMP_RET_ERRNO | 0)] for name in IGNORED}
     for name in ON_ITSELF:
         handlers[name] = [_arg(0), *_one_of([pid], allow, deny)]
     for name in ON_ITSELF_OR_ZERO:

@@ -18,7 +18,10 @@ mount namespace of its own), its limits, Landlock, the privilege drop and seccom
 confine.py), exactly as a spawned worker does, and only then reads the submission. The supervisor
 tells the grader it started ({"started": true}: the grader reads its pid from the message's
 credentials, translated by the kernel into the grader's PID namespace) and, at the end, the worker's
-wait status ({"status": N}).
+wait status ({"status": N}). Between the two, the worker itself says it is set up ({"set_up": true})
+once it stands in its folder with its limits, before it reads the submission: a worker that fails
+before that is the template's failure, never the student's, and the grader restarts the template and
+spawns that worker instead (worker_template.py).
 
 The template runs no student code and must stay single-threaded: a fork copies only the calling
 thread, and torch's OpenMP pool is not fork-safe. It never runs a torch operation that could start
@@ -103,7 +106,7 @@ def supervise_worker(request, req_fd, resp_fd, out_fd, lifeline, status_fd):
         os.setsid()  # a session of its own, as a spawned worker's reaper has: the grader's last sweep
         report = socket.socket(fileno=status_fd)
         report.send(json.dumps({"started": True}).encode())
-        status = reaper.supervise(lifeline, lambda: run_worker(request, req_fd, resp_fd, out_fd),
+        status = reaper.supervise(lifeline, lambda: run_worker(request, req_fd, resp_fd, out_fd, status_fd),
                                   remove=request["workdir"], keep=(status_fd,))
         report.send(json.dumps({"status": status}).encode())
         code = 0
@@ -113,13 +116,13 @@ def supervise_worker(request, req_fd, resp_fd, out_fd, lifeline, status_fd):
         os._exit(code)
 
 
-def run_worker(request, req_fd, resp_fd, out_fd):
+def run_worker(request, req_fd, resp_fd, out_fd, status_fd):
     """The worker (never returns): what a spawned worker_main does, from a fresh fork of the template."""
     code = 1
     try:
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
-        reaper.close_other_fds(keep=(req_fd, resp_fd))  # the template's socket, the supervisor's lifeline
+        reaper.close_other_fds(keep=(req_fd, resp_fd, status_fd))  # the template's socket, the supervisor's lifeline
         os.chdir(request["workdir"])
         os.environ.update(request["env"])
         # Seeded anew as in a freshly started Python, where both are random: not the state every
@@ -130,6 +133,8 @@ def run_worker(request, req_fd, resp_fd, out_fd):
         # what it would see in a worker of its own, not the template's
         sys.argv = [worker_main.__file__, str(req_fd), str(resp_fd), request["submission"], json.dumps(request["config"])]
         worker_main.set_limits(request["config"])
+        with socket.socket(fileno=status_fd) as report:
+            report.send(json.dumps({"set_up": True}).encode())
         worker_main.serve(req_fd, resp_fd, request["submission"], request["config"])
         code = 0
     except BaseException:  # noqa: BLE001 - reported on its output, as an uncaught error in a worker is
