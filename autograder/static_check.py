@@ -68,7 +68,9 @@ INTERNALS = {"_C": "torch._C", "ops": "torch.ops", "_ops": "torch._ops", "aten":
 # Keyword arguments that let a loader run a pickle: numpy.load(allow_pickle=True), torch.load(weights_only=False).
 PICKLE_KEYWORDS = {"allow_pickle": True, "weights_only": False}
 # ... and of these modules only (`sys.modules`; `self.modules()` and `torch.stack` are ordinary).
+# gc reaches every live object through these; `gc.collect()`, a common notebook habit, reaches nothing.
 MODULE_INTERNALS = {"sys": {"modules", "meta_path", "path_hooks", "settrace", "setprofile"},
+                    "gc": {"get_objects", "get_referrers", "get_referents", "garbage", "callbacks"},
                     "inspect": {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getattr_static",
                                 "getmembers", "getmembers_static"}}
 # What switches torch's function and dispatch modes off, or installs one: the run-time monitor is a
@@ -78,7 +80,7 @@ MODE_SWITCHES = re.compile(r"Disable|_disable_current_modes|_pop_mode|_push_mode
                            r"|_AutoDispatch|python_dispatch|_mode_stack")
 # Modules whose purpose is dynamic reach into the interpreter or running code of another origin.
 REACH_MODULES = {"ctypes", "_ctypes", "cffi", "importlib", "imp", "_imp", "zipimport", "marshal", "pickle",
-                 "_pickle", "dill", "cloudpickle", "runpy", "code", "codeop", "builtins", "__main__", "gc",
+                 "_pickle", "dill", "cloudpickle", "runpy", "code", "codeop", "builtins", "__main__",
                  "executor", "worker_main", "shelve", "copyreg", "pydoc", "pkgutil", "doctest", "pdb", "bdb",
                  "cProfile", "profile", "trace"}
 # Built-in names that run code or reach namespaces by name.

@@ -50,6 +50,8 @@ def test_library_attention_is_forbidden(snippet, fragment):
 @pytest.mark.parametrize("snippet, fragment", [
     ("import torch\ndef f(x):\n    return torch.ops.aten.mm(x, x)\n", "torch.ops"),
     ("import sys\ndef f():\n    return sys.modules['executor']\n", "sys.modules"),
+    ("import gc\ndef f(x):\n    return gc.get_referrers(x)\n", "gc.get_referrers"),
+    ("from gc import get_objects\n", "gc.get_objects"),
     ("def f():\n    return __import__('os')\n", "__import__"),
     ("import importlib\n", "importlib"),
     ("import ctypes\n", "ctypes"),
@@ -128,6 +130,7 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "print(padding_mask([3, 1], 4) if 'padding_mask' in globals() else 'not yet')\n",
     "if 'model' not in locals():\n    model = None\n",
     "import timeit\nprint(timeit.timeit(lambda: sum(range(9)), number=3))\n",
+    "import gc\nimport torch\ngc.collect()\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\n",
     "import numpy as np\nimport torch\nx = np.load('a.npy', allow_pickle=False)\nw = torch.load('w.pt', weights_only=True)\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
