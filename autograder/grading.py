@@ -36,18 +36,26 @@ def load_submission(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
-    """The assignment's rule in the source. A finding in a rubric function concerns its parts; one at
-    module level or in a helper of the student's own (which any function may call) every code part.
-    A library attention zeroes those parts; what the grader cannot decide (static_check.REVIEW) holds
-    them for a person. The scan reads the bytes, so a file that is not UTF-8 is a finding, not a
-    silent replacement."""
+    """The assignment's rule in the source. A library attention inside a rubric function zeroes its
+    parts. One at module level or in a helper of the student's own (which any function may call) may
+    be a comparison the student made (a notebook cell checking against nn.MultiheadAttention) or a
+    cheat the graded code reaches later: the grader cannot tell, so it holds every code part for a
+    person, as it does for whatever else it cannot decide (static_check.REVIEW); the run-time monitor
+    still zeroes the parts whose calls it saw use one. The scan reads the bytes, so a file that is not
+    UTF-8 is a finding, not a silent replacement."""
     found = {static_check.FORBIDDEN: {}, static_check.REVIEW: {}}
     code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
     cells = _cell_lines(grade.source)
     for finding in static_check.scan(grade.source.read_bytes()):
-        parts = (ctx.rubric.part_of(finding.function) if finding.function else []) or code_parts
+        parts = ctx.rubric.part_of(finding.function) if finding.function else []
+        kind, message = finding.kind, finding.message
+        if not parts:
+            parts = code_parts
+            if kind == static_check.FORBIDDEN:
+                kind, message = static_check.REVIEW, (f"{message}; outside the graded functions, so a person "
+                                                 "checks whether graded code reaches it")
         for part in parts:
-            found[finding.kind].setdefault(part, []).append(f"{cells.line(finding.line)}: {finding.message}")
+            found[kind].setdefault(part, []).append(f"{cells.line(finding.line)}: {message}")
     return replace(grade, forbidden=found[static_check.FORBIDDEN], held=found[static_check.REVIEW])
 
 

@@ -140,14 +140,41 @@ def _scan(source) -> list:
     own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     modules = _module_names(tree)
+    never_run = {id(node) for guard in _main_guards(tree) for statement in guard.body for node in ast.walk(statement)}
     findings = []
     for top in tree.body:
         owner = top.name if isinstance(top, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else None
         for node in ast.walk(top):
-            found = _finding(node, own, modules, parents)
+            found = None if id(node) in never_run else _finding(node, own, modules, parents)
             if found:
                 findings.append(Finding(getattr(node, "lineno", top.lineno), owner, *found))
     return findings
+
+
+def _main_guards(tree) -> list:
+    """The module-level `if __name__ == "__main__":` blocks, whose bodies never run while grading (the
+    submission is imported as `mhsa`): a student's self-test there, comparing with nn.MultiheadAttention
+    or writing a file, is not the submission's behaviour. None when the module could make them run:
+    when it stores `__name__`, names it in a string (setattr), or writes "__main__" anywhere else."""
+    guards = [node for node in tree.body if isinstance(node, ast.If) and _is_main_test(node.test)]
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load) \
+                and (node.id if isinstance(node, ast.Name) else node.attr) == "__name__":
+            return []
+        if isinstance(node, ast.Global) and "__name__" in node.names:
+            return []
+        if isinstance(node, ast.Constant) and node.value == "__name__":
+            return []
+    mains = sum(1 for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == "__main__")
+    return guards if mains == len(guards) else []
+
+
+def _is_main_test(test) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
 
 
 def declared_encoding(source: str) -> str | None:

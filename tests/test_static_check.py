@@ -159,9 +159,46 @@ def test_findings_zero_the_part_of_the_function_they_are_in(tmp_path):
     assert list(zeroed) == ["sdpa"] and "line 3" in zeroed["sdpa"][0]
 
 
-def test_module_level_findings_zero_every_code_part(tmp_path):
-    zeroed = forbidden_parts("from torch.nn import MultiheadAttention\n", tmp_path)
-    assert set(zeroed) == {"sdpa", "heads", "masks", "mhsa", "block", "timing"}
+@pytest.mark.parametrize("source", [
+    "from torch.nn import MultiheadAttention\n",
+    "import torch\ncheck = torch.nn.MultiheadAttention(8, 2)  # a notebook cell comparing with torch\n",
+    "import torch.nn.functional as F\ndef _attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n",
+])
+def test_a_library_attention_outside_the_graded_functions_holds_every_code_part(tmp_path, source):
+    """A comparison the student made, or a cheat the graded code reaches later: the grader cannot
+    tell, so a person decides; nothing is zeroed for it (the run-time monitor zeroes what it sees)."""
+    from types import SimpleNamespace
+
+    from autograder import grading
+
+    path = tmp_path / "mhsa.py"
+    path.write_text(source)
+    grade = grading.static_scan(SimpleNamespace(rubric=rubric_file.load()),
+                                grading.Grade("mhsa", "process", ("public",), source=path))
+    assert grade.forbidden == {}
+    assert set(grade.held) == {"sdpa", "heads", "masks", "mhsa", "block", "timing"}
+    assert all("outside the graded functions" in reasons[0] for reasons in grade.held.values())
+
+
+@pytest.mark.parametrize("body", [
+    "    ref = torch.nn.MultiheadAttention(8, 2)\n    open('shapes.txt', 'w').write('ok')\n",
+    "    print(getattr(torch, name))\n",
+])
+def test_a_self_test_under_the_main_guard_is_not_the_submission(body):
+    """`if __name__ == "__main__":` never runs while grading: what a self-test does there is no finding."""
+    assert scan(f"import torch\nif __name__ == '__main__':\n{body}") == []
+
+
+@pytest.mark.parametrize("source", [
+    "__name__ = '__main__'\n",
+    "import mhsa\nmhsa.__name__ = '__main__'\n",
+    "import sys\nsetattr(sys.modules[x], '__name__', y)\n",
+    "def f():\n    global __name__\n    __name__ = '__ma' + 'in__'\n",
+    "x = '__main__'\n",
+])
+def test_a_main_guard_the_module_could_make_run_is_scanned(source):
+    findings = scan(f"import torch\n{source}if __name__ == '__main__':\n    torch.nn.MultiheadAttention(8, 2)\n")
+    assert any("nn.MultiheadAttention" in f.message and f.kind == FORBIDDEN for f in findings), findings
 
 
 def test_review_findings_hold_the_parts_they_are_in_and_zero_nothing(tmp_path):
