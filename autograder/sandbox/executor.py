@@ -6,6 +6,7 @@ plain data too: outputs, gradients, which inputs were modified in place, forbidd
 """
 import os
 import sys
+from sys import _getframe  # bound before any submission runs, as the lists below are
 
 import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
@@ -81,7 +82,7 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         self.saw_canary = False
 
     def __enter__(self):
-        self._modules.__enter__()
+        self._modules.watch(below=_getframe(1))
         self._ops.__enter__()
         return super().__enter__()
 
@@ -90,7 +91,7 @@ class ForbiddenApiMonitor(TorchFunctionMode):
             super().__exit__(*exc)
             self._ops.__exit__(*exc)
         finally:
-            self._modules.__exit__(*exc)
+            self._modules.stop()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         __tracebackhide__ = True
@@ -145,24 +146,29 @@ class _OpRecorder(TorchDispatchMode):
 class _ModuleWatch:
     """Notes the library attention modules (library_attention_class) whose code runs while it is
     active, however they were reached: called (by any name, through a mapping, functional_call), or
-    their forward (or any other method of theirs) called directly, which skips every hook of the module
-    itself; it is then seen from the first submodule it calls, all of torch's do, by the library
-    method on the stack. One torch global forward pre-hook, registered on entry and removed on exit,
-    so a module an honest student runs outside the grader's calls (a comparison at import) is never
-    seen. Its cost is one dictionary lookup per module call and per frame on the stack."""
+    their forward (or any other method of theirs, on any object) called directly, which skips the
+    module's own call and its hooks. Such a method is seen on the stack when it calls a submodule; the
+    library's methods that call none (nn.MultiheadAttention.forward) call a function the monitor
+    forbids by name. One torch global forward pre-hook, registered on entry and removed on exit, so a
+    module an honest student runs outside the grader's calls (a comparison at import) is never seen.
+    Its cost is one dictionary lookup per module call and per frame on the stack above the frame that
+    started the watch (below it is the grader: the worker's loop, or pytest's deep stack in-process)."""
 
     def __init__(self, used):
         self.used = used
         self.canary = _CANARY_MODULE
         self.saw_canary = False
         self._handle = None
+        self._floor = None
 
-    def __enter__(self):
+    def watch(self, below):
+        """Start: `below` is the grader's frame that the student's code runs above."""
+        self._floor = below
         self._handle = register_module_forward_pre_hook(self._before_forward)
-        return self
 
-    def __exit__(self, *exc):
+    def stop(self):
         self._handle.remove()
+        self._floor = None  # a frame kept alive would keep every local of the grader's call with it
 
     def _before_forward(self, module, args):
         if module is self.canary:
@@ -173,8 +179,8 @@ class _ModuleWatch:
             cls = _CLASS_VERDICTS[type(module)] = library_attention_class(type(module))
         if cls is not None:
             _note(self.used, f"torch module {library_label(cls)}")
-        frame = sys._getframe(1)
-        while frame is not None:
+        frame, floor = _getframe(1), self._floor
+        while frame is not None and frame is not floor:
             code = frame.f_code
             seen = _CODE_VERDICTS.get(id(code))
             if seen is None or seen[0] is not code:
@@ -202,21 +208,27 @@ def _library_class_of(frame) -> type | None:
     module = sys.modules.get(frame.f_globals.get("__name__"))
     for value in list(vars(module).values()) if module is not None else ():
         if isinstance(value, type) and library_attention_class(value) is not None \
-                and any(code in _codes(member) for member in vars(value).values()):
+                and any(c is code for member in vars(value).values() for c in _codes(member)):
             return library_attention_class(value)
     return None
 
 
-def _codes(member) -> set:
-    """The code objects of a class member: a function's (and its nested functions'), a property's."""
-    functions = [getattr(member, "__func__", member)]
-    if isinstance(member, property):
-        functions = [member.fget, member.fset, member.fdel]
-    found, todo = set(), [f.__code__ for f in functions if hasattr(f, "__code__")]
+def _codes(member) -> list:
+    """The code objects of a class member: a function's (unwrapped, and its nested functions'), a
+    property's."""
+    functions = [member.fget, member.fset, member.fdel] if isinstance(member, property) else \
+        [getattr(member, "__func__", member)]
+    found, todo = [], []
+    for function in functions:
+        while hasattr(function, "__wrapped__"):
+            todo.append(getattr(function, "__code__", None))
+            function = function.__wrapped__
+        todo.append(getattr(function, "__code__", None))
     while todo:
         code = todo.pop()
-        found.add(code)
-        todo.extend(c for c in code.co_consts if isinstance(c, type(code)))
+        if isinstance(code, type(_codes.__code__)):
+            found.append(code)
+            todo.extend(code.co_consts)
     return found
 
 
