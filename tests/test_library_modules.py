@@ -88,6 +88,18 @@ def inner_method_with_another_self(x):
     return _LIB._forward_impl(_AT_IMPORT, x, x, x)[0]
 
 
+class _StandIn:
+    """The library's fields, its submodules as plain functions: no module is called at all."""
+
+    def __getattr__(self, name):
+        value = getattr(_AT_IMPORT, name)
+        return value.forward if name.startswith(("linear_", "dequant", "quant_", "out_proj")) else value
+
+
+def inner_method_on_a_stand_in(x):
+    return _LIB._forward_impl(_StandIn(), x, x, x)[0]
+
+
 class _Derived(_LIB):
     pass
 
@@ -143,6 +155,7 @@ X = torch.randn(5, 2, 8)
     ("forward_built_here_called_directly", QUANTIZABLE),
     ("through_functional_call", QUANTIZABLE),
     ("inner_method_with_another_self", QUANTIZABLE),
+    ("inner_method_on_a_stand_in", QUANTIZABLE),
     ("through_flex_attention", "flex_attention"),
 ])
 def test_every_route_into_a_library_attention_is_recorded_by_the_worker(routes, target, recorded):

@@ -5,6 +5,7 @@ a class the constructor arguments, weights, mode and an optional backward pass. 
 plain data too: outputs, gradients, which inputs were modified in place, forbidden APIs used.
 """
 import os
+import re
 import sys
 from sys import _getframe  # bound before any submission runs, as the lists below are
 
@@ -75,7 +76,7 @@ class ForbiddenApiMonitor(TorchFunctionMode):
     def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
         super().__init__()
         self.used = []
-        self._functions = functions
+        self._functions = re.compile("|".join(map(re.escape, functions)))  # one C search per call, not ten
         self._ops = _OpRecorder(self.used, ops)
         self._modules = _ModuleWatch(self.used)
         self._canary = None
@@ -98,8 +99,11 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         if self._canary is not None and args and args[0] is self._canary:
             self.saw_canary = True
         name = getattr(func, "__name__", "")
-        if any(fragment in name for fragment in self._functions):
+        if self._functions.search(name):
             _note(self.used, f"torch function {name}")
+        library = _library_class_running(_getframe(1))  # the code that called it (a tensor method, torch.bmm)
+        if library is not None:
+            _note(self.used, f"torch module {library_label(library)}")
         return func(*args, **(kwargs or {}))
 
     def check_canary(self) -> None:
@@ -147,10 +151,10 @@ class _ModuleWatch:
     """Notes the library attention modules (library_attention_class) whose code runs while it is
     active, however they were reached: called (by any name, through a mapping, functional_call), or
     their forward (or any other method of theirs, on any object) called directly, which skips the
-    module's own call and its hooks. Such a method is seen on the stack when it calls a submodule; the
-    library's methods that call none (nn.MultiheadAttention.forward) call a function the monitor
-    forbids by name. One torch global forward pre-hook, registered on entry and removed on exit, so a
-    module an honest student runs outside the grader's calls (a comparison at import) is never seen.
+    module's own call and its hooks. Such a method is seen on the stack when it calls a module, and by
+    the monitor's function mode when it calls a torch function itself (its caller's frame). One torch
+    global forward pre-hook, registered on entry and removed on exit, so a module an honest student
+    runs outside the grader's calls (a comparison at import) is never seen.
     Its cost is one dictionary lookup per module call and per frame on the stack above the frame that
     started the watch (below it is the grader: the worker's loop, or pytest's deep stack in-process)."""
 
@@ -181,12 +185,9 @@ class _ModuleWatch:
             _note(self.used, f"torch module {library_label(cls)}")
         frame, floor = _getframe(1), self._floor
         while frame is not None and frame is not floor:
-            code = frame.f_code
-            seen = _CODE_VERDICTS.get(id(code))
-            if seen is None or seen[0] is not code:
-                seen = _CODE_VERDICTS[id(code)] = (code, _library_class_of(frame))
-            if seen[1] is not None:
-                _note(self.used, f"torch module {library_label(seen[1])}")
+            cls = _library_class_running(frame)
+            if cls is not None:
+                _note(self.used, f"torch module {library_label(cls)}")
             frame = frame.f_back
 
 
@@ -197,6 +198,15 @@ _CLASS_VERDICTS = {}  # type -> its library attention class or None, for every m
 # the stack: keyed by id because hashing a code object hashes its contents (about 4 times slower), and
 # the code kept in the value so that its id is never reused for another one.
 _CODE_VERDICTS = {}
+
+
+def _library_class_running(frame) -> type | None:
+    """The library attention class whose method `frame` runs, or None (remembered per code object)."""
+    code = frame.f_code
+    seen = _CODE_VERDICTS.get(id(code))
+    if seen is None or seen[0] is not code:
+        seen = _CODE_VERDICTS[id(code)] = (code, _library_class_of(frame))
+    return seen[1]
 
 
 def _library_class_of(frame) -> type | None:
