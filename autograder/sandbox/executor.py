@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from sys import _getframe  # bound before any submission runs, as the lists below are
+from types import CodeType, FunctionType
 
 import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
@@ -101,7 +102,8 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if self._functions.search(name):
             _note(self.used, f"torch function {name}")
-        library = _library_class_running(_getframe(1))  # the code that called it (a tensor method, torch.bmm)
+        caller = _getframe(0).f_back  # the code that called it (a tensor method, torch.bmm); None from C
+        library = _library_class_running(caller) if caller is not None else None
         if library is not None:
             _note(self.used, f"torch module {library_label(library)}")
         return func(*args, **(kwargs or {}))
@@ -183,7 +185,7 @@ class _ModuleWatch:
             cls = _CLASS_VERDICTS[type(module)] = library_attention_class(type(module))
         if cls is not None:
             _note(self.used, f"torch module {library_label(cls)}")
-        frame, floor = _getframe(1), self._floor
+        frame, floor = _getframe(0).f_back, self._floor
         while frame is not None and frame is not floor:
             cls = _library_class_running(frame)
             if cls is not None:
@@ -216,7 +218,7 @@ def _library_class_of(frame) -> type | None:
     if not code.co_filename.startswith(TORCH_DIR):
         return None
     module = sys.modules.get(frame.f_globals.get("__name__"))
-    for value in list(vars(module).values()) if module is not None else ():
+    for value in list(getattr(module, "__dict__", {}).values()):
         if isinstance(value, type) and library_attention_class(value) is not None \
                 and any(c is code for member in vars(value).values() for c in _codes(member)):
             return library_attention_class(value)
@@ -224,21 +226,21 @@ def _library_class_of(frame) -> type | None:
 
 
 def _codes(member) -> list:
-    """The code objects of a class member: a function's (unwrapped, and its nested functions'), a
-    property's."""
-    functions = [member.fget, member.fset, member.fdel] if isinstance(member, property) else \
-        [getattr(member, "__func__", member)]
-    found, todo = [], []
+    """The code objects of a class member: a function's (and what it wraps, and its nested functions'),
+    a static or class method's, a property's. Other members (names, classes, constants) have none."""
+    if isinstance(member, (staticmethod, classmethod)):
+        functions = [member.__func__]
+    elif isinstance(member, property):
+        functions = [member.fget, member.fset, member.fdel]
+    else:
+        functions = [member]
+    found = []
     for function in functions:
-        while hasattr(function, "__wrapped__"):
-            todo.append(getattr(function, "__code__", None))
-            function = function.__wrapped__
-        todo.append(getattr(function, "__code__", None))
-    while todo:
-        code = todo.pop()
-        if isinstance(code, type(_codes.__code__)):
-            found.append(code)
-            todo.extend(code.co_consts)
+        while isinstance(function, FunctionType) and all(function.__code__ is not c for c in found):
+            found.append(function.__code__)
+            function = function.__dict__.get("__wrapped__")  # functools.wraps
+    for code in found:  # grows while it is read: nested functions, lambdas, comprehensions
+        found.extend(c for c in code.co_consts if isinstance(c, CodeType))
     return found
 
 
