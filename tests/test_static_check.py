@@ -35,6 +35,9 @@ def test_reference_is_clean():
     # a module bound to another name is followed, not refused
     ("import torch\nm = torch.nn.functional\ndef f(x):\n    return m.multi_head_attention_forward(x)\n",
      "F.multi_head_attention_forward"),
+    ("from torch.nn.attention.flex_attention import flex_attention\n", "torch.nn.attention.flex_attention"),
+    ("import torch\ndef f(q):\n    return torch.nn.attention.flex_attention.flex_attention(q, q, q)\n",
+     "torch.nn.attention.flex_attention"),
 ] + [(f"import torch\ndef f(q):\n    return torch.{name}(q, q, q)\n", name) for name in
      ("_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_scaled_dot_product_attention_math",
       "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
@@ -44,6 +47,16 @@ def test_reference_is_clean():
 def test_library_attention_is_forbidden(snippet, fragment):
     findings = scan(snippet)
     assert any(fragment in f.message and f.kind == FORBIDDEN for f in findings), findings
+
+
+def test_the_scan_and_the_run_time_monitor_forbid_the_same_names():
+    """The worker's monitor cannot import the scan (it runs beside student code, on torch alone): the
+    two keep their own lists, and this holds them equal."""
+    from autograder.sandbox import executor
+    from autograder.static_check import ATTENTION_NAME_FRAGMENTS, FORBIDDEN_NAMES
+
+    assert executor.FORBIDDEN_FUNCTIONS == ATTENTION_NAME_FRAGMENTS
+    assert set(executor.FORBIDDEN_MODULES) == {name for name in FORBIDDEN_NAMES if name[0].isupper()}
 
 
 # What the grader cannot decide: the grade is held for a person (static_check.REVIEW).
