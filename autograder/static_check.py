@@ -104,6 +104,8 @@ NAME_WRITES = {"setattr", "delattr"}
 UTF8 = {"utf-8", "utf8", "utf_8", "utf-8-sig"}
 CODING_LINE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 WRITE_MODES = re.compile(r"[wax+]")
+WRITES_A_FILE = "writes a file and changes where Python imports from (code written and then imported escapes the grader's scan)"
+FILE_CHANGERS = {"copy", "copy2", "copyfile", "copytree", "move", "rename", "replace", "link", "symlink", "renames"}
 UNKNOWN_OBJECT = "?"  # what _attribute is told an attrgetter reads from: anything, a module included
 
 
@@ -145,12 +147,13 @@ def _scan(source) -> list:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     modules = _module_names(tree)
     never_run = {id(node) for guard in _main_guards(tree) for statement in guard.body for node in ast.walk(statement)}
+    importable = _reaches_the_import_path(tree, modules)
     findings = []
     for top in tree.body:
         owner = top.name if isinstance(top, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else None
         for node in ast.walk(top):
             found = None if id(node) in never_run else _finding(node, own, modules, parents)
-            if found:
+            if found and (found[0] != WRITES_A_FILE or importable):  # a file it cannot import is data
                 findings.append(Finding(getattr(node, "lineno", top.lineno), owner, *found))
     return findings
 
@@ -304,14 +307,51 @@ def _call(node, modules, parents) -> tuple | None:
             not isinstance(a, (ast.Lambda, ast.Name, ast.Attribute)) for a in
             [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("stmt", "setup"))]):
         return f"calls {name} with code in a string (or built at run time), which the grader cannot follow", REVIEW
-    if name == "open" and isinstance(func, ast.Name):
-        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-        if mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
-                                     and not WRITE_MODES.search(mode.value)):
-            return "writes a file at run time (code written and then imported escapes the grader's scan)", REVIEW
-    if name in ("write_text", "write_bytes") and isinstance(func, ast.Attribute):
-        return "writes a file at run time (code written and then imported escapes the grader's scan)", REVIEW
+    if _writes_a_file(node, name, modules):
+        return WRITES_A_FILE, REVIEW
     return None
+
+
+def _writes_a_file(node, name, modules) -> bool:
+    """Whether the call may create or change a file: open() and its kin with a mode that writes,
+    os.open with flags other than O_RDONLY, Path.write_text/write_bytes, archives opened for writing,
+    copies, moves and links."""
+    func = node.func
+    module = modules.get(_root_name(func.value)) if isinstance(func, ast.Attribute) else None
+    if name in ("write_text", "write_bytes", "writestr") and isinstance(func, ast.Attribute):
+        return True
+    if name in FILE_CHANGERS and (module in ("shutil", "os") or isinstance(func, ast.Name)):
+        return True
+    if name == "open" and module == "os":
+        flags = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "flags"), None)
+        return not (isinstance(flags, ast.Attribute) and flags.attr == "O_RDONLY")
+    if name in ("open", "ZipFile", "PyZipFile", "TarFile"):
+        # open(path, mode) and io.open; Path(...).open(mode) takes the mode first
+        position = 0 if name == "open" and isinstance(func, ast.Attribute) and module is None else 1
+        mode = node.args[position] if len(node.args) > position else \
+            next((k.value for k in node.keywords if k.arg == "mode"), None)
+        return mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                                         and not WRITE_MODES.search(mode.value))
+    return False
+
+
+def _reaches_the_import_path(tree, modules) -> bool:
+    """Whether the module touches where Python imports from: sys.path (also as `from sys import
+    path`), a package's __path__, or the site module. Without that, a file it writes into its
+    folder cannot be imported (the worker's folder is not on the path; importlib, runpy, zipimport,
+    pkgutil, exec and compile are findings of their own)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "path" and modules.get(_root_name(node.value)) == "sys":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and "site" in (
+                [a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import) else [node.module]):
+            return True
+        if (isinstance(node, ast.Name) and node.id == "__path__") or (isinstance(node, ast.Attribute)
+                                                                       and node.attr == "__path__"):
+            return True
+    return False
 
 
 def _import(node) -> tuple | None:
