@@ -44,8 +44,10 @@ def report(grade, rubric) -> str:
         # A forbidden API is said once, in the part's notes above, not again for every test it failed.
         lines += failures(name, [t for t in grade.tests if t.part == name and not t.passed and not t.forbidden],
                           rubric)
-    if grade.knowledge_answers is not None:
-        lines += ["", "Knowledge check (form only):", *(f"  {line}" for line in knowledge_form(grade.knowledge_answers))]
+    lines += ["", "Knowledge check (form only):",
+              *(f"  {line}" for line in (knowledge_form(grade.knowledge_answers) if grade.knowledge_answers is not None
+                                         else ["no answers found: knowledge.py beside your mhsa.py, or the "
+                                               "notebook's answer cells, hold them"]))]
     return "\n".join(lines)
 
 

@@ -63,7 +63,10 @@ def _load(path: Path, workdir: Path) -> Submission:
         return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
     if path.suffix == ".py":
         target.write_bytes(read_regular(path))
-        return Submission(path.name.removesuffix(".py"), path, target, None)
+        # The handout's layout: knowledge.py beside mhsa.py holds its answers. Beside a file named
+        # otherwise (alice.py in a folder of submissions) it would be nobody's in particular.
+        answers, notes = read_knowledge(path.parent / "knowledge.py" if path.name == "mhsa.py" else None)
+        return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
     raise GradingError(f"{clean_name(path)}: expected a .py file, a .ipynb notebook or a folder holding mhsa.py")
 
 

@@ -65,6 +65,20 @@ def test_check_says_what_is_wrong_with_knowledge_answers(check_output):
     assert "Q2:" not in check_output  # a plain value of the right kind: nothing to say (right or wrong)
 
 
+def test_check_of_the_file_reads_the_knowledge_answers_beside_it(student, tmp_path):
+    """`check assignment/mhsa.py` is the handout's layout: knowledge.py beside it holds the answers.
+    A file named otherwise (alice.py in a folder of submissions) has none of its own there."""
+    from autograder import submission
+
+    result = run([sys.executable, "-m", "autograder", "check", "assignment/mhsa.py"], student)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Q3: Q3_ANSWER = 64 // 8 is not a literal value: write 8" in result.stdout
+    (tmp_path / "alice.py").write_text("x = 1\n")
+    (tmp_path / "knowledge.py").write_text("Q3_ANSWER = 8\n")
+    (tmp_path / "work").mkdir()
+    assert submission.load(tmp_path / "alice.py", tmp_path / "work").knowledge is None
+
+
 def test_knowledge_form_accepts_plain_values_and_refuses_others():
     questions = knowledge.autograded(knowledge.questions())
     def plain(q):

@@ -267,7 +267,11 @@ def execute(submission, call: dict) -> dict:
     monitor = ForbiddenApiMonitor()
     fn = target
     if call.get("init") is not None:
-        fn = _monitored(monitor, lambda: target(**call["init"]))
+        def construct():
+            __tracebackhide__ = True
+            return target(**call["init"])
+
+        fn = _monitored(monitor, construct)
         if fn is _RAISED_AFTER_FORBIDDEN:
             result["forbidden"].extend(monitor.used)
             return result
@@ -291,6 +295,7 @@ def execute(submission, call: dict) -> dict:
     before = {name: a.detach().clone() for name, a in named.items() if isinstance(a, torch.Tensor)}
 
     def forward_and_backward():
+        __tracebackhide__ = True
         out = fn(*args, **kwargs)
         if backward:
             outputs = [t for t in _tensors(out) if t.requires_grad]
