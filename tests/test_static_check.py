@@ -6,8 +6,8 @@ from autograder.rubric import REPO
 from autograder.static_check import FORBIDDEN, REVIEW, scan
 
 
-def forbidden_parts(source: str, folder) -> dict:
-    """part -> reasons, through the grading pipeline's static-scan stage."""
+def scanned(source: str, folder):
+    """The grade after the grading pipeline's static-scan stage, for `source` as mhsa.py."""
     from types import SimpleNamespace
 
     from autograder import grading
@@ -15,7 +15,7 @@ def forbidden_parts(source: str, folder) -> dict:
     path = folder / "mhsa.py"
     path.write_text(source)
     grade = grading.Grade("mhsa", "process", ("public",), source=path)
-    return grading.static_scan(SimpleNamespace(rubric=rubric_file.load()), grade).forbidden
+    return grading.static_scan(SimpleNamespace(rubric=rubric_file.load()), grade)
 
 
 def test_reference_is_clean():
@@ -177,7 +177,7 @@ def test_findings_zero_the_part_of_the_function_they_are_in(tmp_path):
     source = ("import torch.nn.functional as F\n"
               "def scaled_dot_product_attention(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
               "def split_heads(x, h):\n    return x\n")
-    zeroed = forbidden_parts(source, tmp_path)
+    zeroed = scanned(source, tmp_path).forbidden
     assert list(zeroed) == ["sdpa"] and "line 3" in zeroed["sdpa"][0]
 
 
@@ -189,14 +189,7 @@ def test_findings_zero_the_part_of_the_function_they_are_in(tmp_path):
 def test_a_library_attention_outside_the_graded_functions_holds_every_code_part(tmp_path, source):
     """A comparison the student made, or a cheat the graded code reaches later: the grader cannot
     tell, so a person decides; nothing is zeroed for it (the run-time monitor zeroes what it sees)."""
-    from types import SimpleNamespace
-
-    from autograder import grading
-
-    path = tmp_path / "mhsa.py"
-    path.write_text(source)
-    grade = grading.static_scan(SimpleNamespace(rubric=rubric_file.load()),
-                                grading.Grade("mhsa", "process", ("public",), source=path))
+    grade = scanned(source, tmp_path)
     assert grade.forbidden == {}
     assert set(grade.held) == {"sdpa", "heads", "masks", "mhsa", "block", "timing"}
     assert all("outside the graded functions" in reasons[0] for reasons in grade.held.values())
@@ -224,14 +217,7 @@ def test_a_main_guard_the_module_could_make_run_is_scanned(source):
 
 
 def test_review_findings_hold_the_parts_they_are_in_and_zero_nothing(tmp_path):
-    from types import SimpleNamespace
-
-    from autograder import grading
-
-    path = tmp_path / "mhsa.py"
-    path.write_text("import torch\ndef split_heads(x, h):\n    return getattr(torch, '_' + 'C')\n")
-    grade = grading.static_scan(SimpleNamespace(rubric=rubric_file.load()),
-                                grading.Grade("mhsa", "process", ("public",), source=path))
+    grade = scanned("import torch\ndef split_heads(x, h):\n    return getattr(torch, '_' + 'C')\n", tmp_path)
     assert grade.forbidden == {} and list(grade.held) == ["heads"] and "line 3" in grade.held["heads"][0]
 
 

@@ -219,9 +219,9 @@ def _library_class_of(frame) -> type | None:
         return None
     module = sys.modules.get(frame.f_globals.get("__name__"))
     for value in list(getattr(module, "__dict__", {}).values()):
-        if isinstance(value, type) and library_attention_class(value) is not None \
-                and any(c is code for member in vars(value).values() for c in _codes(member)):
-            return library_attention_class(value)
+        library = library_attention_class(value) if isinstance(value, type) else None
+        if library is not None and any(c is code for member in vars(value).values() for c in _codes(member)):
+            return library
     return None
 
 
