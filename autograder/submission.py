@@ -2,9 +2,12 @@
 
 Everything handed in is untrusted, the paths included: every file is read with autograder/handin.py.
 """
+import io
 import os
+import re
 import shutil
 import sys
+import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -57,17 +60,103 @@ def _load(path: Path, workdir: Path) -> Submission:
         if chosen.path.suffix == ".ipynb":
             graded = _load(chosen.path, workdir)
             return replace(graded, notes=(chosen.note, *graded.notes))
-        target.write_bytes(read_regular(chosen.path))
+        graded, left_out = partial_module(read_regular(chosen.path), chosen.path.name)
+        target.write_bytes(graded)
         answers, knowledge_notes = read_knowledge(chosen.knowledge)
-        notes = ((chosen.note,) if chosen.note else ()) + knowledge_notes
+        notes = left_out + ((chosen.note,) if chosen.note else ()) + knowledge_notes
         return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
     if path.suffix == ".py":
-        target.write_bytes(read_regular(path))
+        graded, left_out = partial_module(read_regular(path), path.name)
+        target.write_bytes(graded)
         # The handout's layout: knowledge.py beside mhsa.py holds its answers. Beside a file named
         # otherwise (alice.py in a folder of submissions) it would be nobody's in particular.
         answers, notes = read_knowledge(path.parent / "knowledge.py" if path.name == "mhsa.py" else None)
-        return Submission(path.name.removesuffix(".py"), path, target, answers, notes)
+        return Submission(path.name.removesuffix(".py"), path, target, answers, left_out + notes)
     raise GradingError(f"{clean_name(path)}: expected a .py file, a .ipynb notebook or a folder holding mhsa.py")
+
+
+def partial_module(data: bytes, name: str) -> tuple:
+    """(the mhsa.py to grade, notes on what was left out) for the .py file `name` handed in as `data`.
+    A file that compiles is graded byte for byte. One that does not would fail every test at import,
+    so it is graded as the notebook route grades a cell that does not compile: the top-level chunks
+    that do not compile are left out (what they define replaced by a function that raises, blank lines for the rest, so that
+    every kept line keeps its number for tracebacks and the static scan), and only what they define
+    scores 0. When that
+    leaves no module that compiles, or the file is not UTF-8, it is graded as it was handed in."""
+    name = clean_name(name)
+    if _compiles(data, name) is None:
+        return data, ()
+    try:
+        lines = data.decode("utf-8-sig").split("\n")
+    except UnicodeDecodeError:
+        return data, ()
+    from autograder.notebook import DEFINITION  # how the notebook route names what a cell defines
+
+    kept, notes = [], []
+    for first, last in top_level_chunks(lines):
+        chunk = "\n".join(lines[first:last])
+        err = _compiles(chunk, name)
+        if err is None:
+            kept += lines[first:last]
+            continue
+        names = DEFINITION.findall(chunk)
+        # Each name it defines is still defined, one line each, by a function that says why it cannot
+        # run: no later use of the name reads as a library function's in the static scan
+        placeholders = [f"def {n}(*args, **kwargs): raise NotImplementedError({f'{n} did not compile'!r})"
+                        for n in names if n.isidentifier()][:last - first]
+        kept += placeholders + [""] * (last - first - len(placeholders))
+        defined = ", ".join(names)
+        reason = err.msg if isinstance(err, SyntaxError) else str(err) or "nested too deeply to read"
+        line = first + (getattr(err, "lineno", None) or 1)
+        notes.append(f"{name} line {line} does not compile ({type(err).__name__}: {clean_name(reason)}): "
+                     + (f"what it defines ({clean_name(defined)}) is missing and scores 0"
+                        if defined else "it is left out") + "; the rest is graded")
+    rebuilt = "\n".join(kept)
+    if _compiles(rebuilt, name) is not None:
+        return data, ()  # split in a bad place: grading it as handed in at least says why it fails
+    return rebuilt.encode("utf-8"), tuple(notes)
+
+
+def _compiles(source, name: str):
+    """None when `source` compiles, else the error (as notebook.extract catches them: RecursionError
+    and MemoryError are code nested too deep for the parser)."""
+    try:
+        compile(source, name, "exec", dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        return err
+
+
+# Lines at column 0 that go on the statement above rather than start one.
+CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b|[)\]}]")
+
+
+def top_level_chunks(lines: list) -> list:
+    """[(first, end)] line ranges (0-based, end excluded) of `lines`, one per top-level statement with
+    the blank lines and comments after it: a chunk starts at a line at column 0 that is not blank, a
+    comment, a continuation (`else:`, a closing bracket, the line after a backslash or a decorator)
+    or inside a string that spans lines (the module docstring's text often starts at column 0)."""
+    starts = [0]
+    in_strings = _inside_strings("\n".join(lines))
+    for i, line in enumerate(lines[1:], start=1):
+        above = lines[i - 1].rstrip()
+        if (line.strip() and not line[0].isspace() and line[0] != "#" and not CONTINUATION.match(line)
+                and not above.endswith("\\") and not above.startswith("@") and i + 1 not in in_strings):
+            starts.append(i)
+    return list(zip(starts, starts[1:] + [len(lines)]))
+
+
+def _inside_strings(source: str) -> set:
+    """Line numbers (1-based) that are the second or a later line of a string token. Tokens are read
+    up to the first that cannot be: after it, lines alone decide."""
+    inside = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", None):
+                inside.update(range(token.start[0] + 1, token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return inside
 
 
 def read_knowledge(path: Path | None) -> tuple:
