@@ -79,12 +79,15 @@ def partial_module(data: bytes, name: str) -> tuple:
     """(the mhsa.py to grade, notes on what was left out) for the .py file `name` handed in as `data`.
     A file that compiles is graded byte for byte. One that does not would fail every test at import,
     so it is graded as the notebook route grades a cell that does not compile: the top-level chunks
-    that do not compile are left out (what they define replaced by a function that raises, blank lines for the rest, so that
-    every kept line keeps its number for tracebacks and the static scan), and only what they define
-    scores 0. When that
-    leaves no module that compiles, or the file is not UTF-8, it is graded as it was handed in."""
+    that do not compile are left out (what they define replaced by a function that raises, blank
+    lines for the rest, so that every kept line keeps its number for tracebacks and the static scan),
+    and only what they define scores 0. When that leaves no module that compiles, the file is too
+    deeply nested for the parser here, or it is not UTF-8, it is graded as it was handed in."""
     name = clean_name(name)
-    if _compiles(data, name) is None:
+    whole = _compiles(data, name)
+    # Code too deep for this process's parser may still compile in the worker: the scan's own rule
+    # for such a file (held for a person) decides, not a rebuilt module without it
+    if whole is None or not isinstance(whole, (SyntaxError, ValueError)):
         return data, ()
     try:
         lines = data.decode("utf-8-sig").split("\n")
