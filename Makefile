@@ -1,9 +1,11 @@
 # Course repository tasks. `make demo` sets up and grades the bundled examples; `make test` runs
-# everything CI runs. Both run in a project-local virtual environment, .venv, that the first run
-# creates with PYTHON (setup_venv.py) and that is brought up to date whenever pyproject.toml or
-# requirements.txt changes. Each target installs only what it needs: pyproject.toml's dependencies
-# (grading) for `demo` and `gradescope`, its `course` extra (nbgrader) for `release` and
-# `regenerate`, every extra (`dev`) for `test`; `make setup-EXTRA` installs one extra by hand.
+# everything CI runs, the merge gate, and prints the 25 slowest tests; `make test-fast`, the edit
+# loop, runs the same but leaves out the grader's tests marked slow (tests/conftest.py lists them).
+# All run in a project-local virtual environment, .venv, that the first run creates with PYTHON
+# (setup_venv.py) and that is brought up to date whenever pyproject.toml or requirements.txt
+# changes. Each target installs only what it needs: pyproject.toml's dependencies (grading) for
+# `demo` and `gradescope`, its `course` extra (nbgrader) for `release` and `regenerate`, every extra
+# (`dev`) for `test` and `test-fast`; `make setup-EXTRA` installs one extra by hand.
 # PYTHON=/path/to/python3 chooses the interpreter that creates it (delete .venv to switch);
 # VENV=/path/to/env uses an environment you already have instead (created there if missing).
 PYTHON ?= python3
@@ -17,7 +19,7 @@ IN_VENV := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV_PYTHON)
 INSTALLED := $(VENV)/.installed
 EXTRAS := course cluster report dev
 
-.PHONY: setup $(addprefix setup-,$(EXTRAS)) demo test release gradescope regenerate
+.PHONY: setup $(addprefix setup-,$(EXTRAS)) demo test test-fast release gradescope regenerate
 
 setup: $(INSTALLED)
 
@@ -37,7 +39,12 @@ demo: setup
 test: setup-dev
 	$(IN_VENV) -m autograder release --check
 	$(IN_VENV) -m pytest tests_public tests_hidden --impl reference -q
-	$(IN_VENV) -m pytest tests -q
+	$(IN_VENV) -m pytest tests -q --durations=25
+
+test-fast: setup-dev
+	$(IN_VENV) -m autograder release --check
+	$(IN_VENV) -m pytest tests_public tests_hidden --impl reference -q
+	$(IN_VENV) -m pytest tests -q -m "not slow"
 
 release: setup-course
 	$(IN_VENV) -m autograder release build/student-release
