@@ -3,6 +3,7 @@
 Both give the same Outcome and raise the same exceptions, so every test runs unchanged either way.
 """
 import copy
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -27,11 +28,14 @@ class Backend:
     isolation = "none"
 
     time_up = ""  # why the whole-submission limit stopped the grade; "" while there is time
+    stand_ins = ""  # while error carried forward reruns tests: correct versions every call runs with
 
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
         if self.time_up:
             raise errors.SubmissionTimeout(self.time_up)
+        if self.stand_ins:
+            call = dataclasses.replace(call, stand_ins=self.stand_ins)
         outcome = self._run(call)
         silent = [f for f in outcome.forbidden if f.startswith(executor.MONITOR_SILENT)]
         if silent:  # the record cannot be trusted: a person reviews the grade (grading.run_suites)

@@ -21,6 +21,7 @@ class Call:
     seed: int = 0                    # the CPU generator seeded right before the call (dropout masks)
     grad_outputs: Any = None         # backward with these; Outcome then carries the gradients
     construct_only: bool = False     # build the module and describe it, no forward
+    stand_ins: str = ""              # source of correct versions run in place of the student's (autograder/carry_forward.py)
 
     def to_wire(self) -> dict:
         """The call as a dict of its fields, holding the test's own objects: the worker receives

@@ -40,6 +40,7 @@ class GradingContext:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mhsa-grade-")))
     _backend: object = field(default=None, repr=False)
     _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
+    _rerun: object = field(default=None, repr=False)    # error carried forward's backend (rerun_backend)
 
     @classmethod
     def create(cls, path, *, rubric: rubric_file.Rubric, suites=SUITES, isolation="auto", hide=(), extras=True,
@@ -88,19 +89,34 @@ class GradingContext:
                 self._backend.stop_early(self.time_up)
         return self._backend
 
+    def rerun_backend(self, source: Path):
+        """Error carried forward's backend: a worker of its own, made on first use, whose calls run
+        with the correct versions a rerun sends (Backend.stand_ins). Nothing the submission sees, keeps
+        or prints there reaches the grade's own worker, its diagnosis or its printed output: the rerun
+        reports only whether each test passed."""
+        if self._rerun is None:
+            from autograder.backends import WorkerBackend, open_in_process
+
+            self._rerun = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden))
+                           if self.isolation else open_in_process(source))
+            if self.time_up:
+                self._rerun.stop_early(self.time_up)
+        return self._rerun
+
     def stop_early(self, reason: str) -> None:
         """The whole-submission limit is reached (called from the grade's watchdog thread): calls into
         the submission fail from now on with `reason`, one in flight too, and the grade scores what
         finished (grading.run_suites)."""
         self.time_up = reason
-        backend = self._backend
-        if backend is not None:
-            backend.stop_early(reason)
+        for backend in (self._backend, self._rerun):
+            if backend is not None:
+                backend.stop_early(reason)
 
     def close(self) -> None:
         """Stop the worker and remove the working folder; safe to call twice."""
-        if self._backend is not None:
-            self._backend.close()
+        for backend in (self._backend, self._rerun):
+            if backend is not None:
+                backend.close()
         if self._started is not None:
             self._started.stop()
             self._started = None

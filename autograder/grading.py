@@ -3,8 +3,8 @@
 Each stage takes the context and the grade so far and returns the next grade (the way nbgrader
 composes preprocessors).
 
-    load_submission -> static_scan -> start_worker -> run_suites -> score -> diagnose -> grade_knowledge
-    -> grade_timing -> apply_late_penalty -> hold_for_review
+    load_submission -> static_scan -> start_worker -> run_suites -> carry_forward -> score -> diagnose
+    -> grade_knowledge -> grade_timing -> apply_late_penalty -> hold_for_review
 
 then autograder/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from autograder import carry_forward as ecf
 from autograder import paths, scoring, static_check, submission
 from autograder.context import GradingContext
 # The grade's record lives below the stages, so that results (which writes it) need not import them
@@ -94,6 +95,35 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
     return replace(grade, tests=tests, forbidden=zeroed, held=held)
+
+
+def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
+    """Error carried forward (autograder/carry_forward.py): a part's failed tests run once more with
+    correct versions of the failed parts it builds on in place of the student's, part by part, each
+    after the parts it builds on (whose own reruns decide first whether their code is wrong), in a
+    worker of their own (GradingContext.rerun_backend). Only whether each test passed comes back: one
+    that passes takes the rerun's pass (`stood_in` names those parts); one that fails again keeps the
+    first run's row, from the student's own code, and `stood_in` marks it as this part's own mistake.
+    No text written while the correct versions were in the worker reaches the student. Skipped once
+    the whole-submission limit is reached: what finished keeps its result."""
+    by_id = {t.nodeid: t for t in grade.tests}
+    for part in ecf.order(ctx.rubric):
+        rerun = ecf.rerun_for(ctx.rubric, part, tuple(by_id.values()), grade.forbidden)
+        if rerun is None or ctx.time_up:
+            continue
+        backend = ctx.rerun_backend(grade.source)
+        collector = _Collector(backend, ctx)
+        backend.stand_ins = rerun.source
+        try:
+            run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), nodeids=rerun.nodeids)
+        finally:
+            backend.stand_ins = ""
+        for t in collector.results.values():
+            stopped = ctx.time_up and t.summary == ctx.time_up  # not run: the first pass's result stands
+            if t.nodeid in by_id and not t.forbidden and not stopped:
+                first = by_id[t.nodeid]
+                by_id[t.nodeid] = replace(t if t.passed else first, stood_in=rerun.upstream)
+    return replace(grade, tests=tuple(by_id.values()))
 
 
 def _cell_lines(source: Path):
@@ -229,13 +259,15 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, start_worker, run_suites, score, diagnose, grade_knowledge, grade_timing,
-          apply_late_penalty, hold_for_review)
+STAGES = (load_submission, static_scan, start_worker, run_suites, carry_forward, score, diagnose, grade_knowledge,
+          grade_timing, apply_late_penalty, hold_for_review)
 
 # Whether a stage runs for this grade, decided from the context (the rubric and the command line) before
 # the stage starts, as nbgrader's preprocessors have an `enabled` trait; a stage not named here always
 # runs. The rubric's switches are declared in autograder/rubric.py's SCHEMA (docs/rubric.md).
 ENABLED = {
+    # [results] carry_forward; the suites' results decide what reruns (none: nothing to do)
+    carry_forward: lambda ctx: ctx.rubric.results.carry_forward,
     # probes need a worker, and the hidden suite's results to say which misconception fits
     diagnose: lambda ctx: ctx.rubric.diagnosis and ctx.isolation is not None and "hidden" in ctx.suites,
     # [parts.knowledge] / [parts.timing] (a part with enabled = false is not in rubric.parts)
@@ -333,10 +365,11 @@ class _Collector(ResultCollector):
             self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
 
 
-def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:
+def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
     failures in `plugin.errors`); GradingError when the suites themselves cannot run. `stopped()`:
-    whether the plugin stopped the session on purpose (the whole-submission limit)."""
+    whether the plugin stopped the session on purpose (the whole-submission limit). `nodeids`: only
+    these tests of the suites (node ids relative to the repository)."""
     import pytest
 
     # What no grade reads, left out for speed: a failed test's traceback (--tb=no: pytest would parse
@@ -344,7 +377,8 @@ def run_pytest(source: Path, suites, plugin, stopped=lambda: False) -> None:
     # from the report's user properties), and unraisableexception, which turns stray __del__ errors
     # into warnings and runs gc.collect five times at the end of the session. Collection errors keep
     # their full text either way.
-    args = [*(str(paths.SUITE_DIRS[s]) for s in suites), "--impl", str(source),
+    where = [str(paths.REPO / nodeid) for nodeid in nodeids] or [str(paths.SUITE_DIRS[s]) for s in suites]
+    args = [*where, "--impl", str(source),
             "-q", "--tb=no", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
             "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT)]
     log = io.StringIO()

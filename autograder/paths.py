@@ -17,6 +17,7 @@ PYPROJECT = REPO / "pyproject.toml"
 REQUIREMENTS = REPO / "requirements.txt"
 SUITE_DIRS = {"public": REPO / "tests_public", "hidden": REPO / "tests_hidden"}
 KNOWLEDGE_KEY = SUITE_DIRS["hidden"] / "knowledge_key.toml"
+STAND_INS = SUITE_DIRS["hidden"] / "stand_ins.py"  # correct versions for error carried forward
 COURSE = REPO / "course"
 NOTEBOOK_SOURCES = COURSE / "notebook"
 KNOWLEDGE_QUESTIONS = NOTEBOOK_SOURCES / "knowledge.toml"

@@ -19,7 +19,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from autograder import scoring
+from autograder import carry_forward, scoring
 from autograder.errors import TEXT_CAP, clean_name
 from autograder.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
 from autograder.grade import HELD, SEED_NOTE, STATUSES, Grade
@@ -34,17 +34,26 @@ def points(units: int) -> float:
     return units / UNITS
 
 
-def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (), parity_failed: bool = False) -> str:
+def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (), parity_failed: bool = False,
+                waits_for: str = "") -> str:
     """What the student reads for one test: everything for public tests, the rubric's policy for hidden.
 
     A hidden test's own hint names one concern; it is shown only when nothing more specific is known.
     What leads instead, most specific first: the diagnosis of the part (evidence about this
     submission), a part this one builds on that fails too (`failing_upstream`: fix it first), or the
     correctness test that this consistency test depends on (`parity_failed`). A wrong hint costs a
-    student more time than none.
+    student more time than none. A test that passed but earns nothing until another test of its part
+    passes (`waits_for`: a consistency test's correctness test, an argument check's valid-input test)
+    says which one. A test rerun with correct versions of failing parts it builds on (`test.stood_in`,
+    error carried forward) says what that showed: passed, the mistake is charged there; failed again,
+    it is in this part's own code.
     """
+    stood_in = carry_forward.functions_of(rubric, test.stood_in) if test.stood_in else ""
     if test.passed:
-        return ""
+        lines = [f"Passed with the grader's correct {stood_in} in place of yours: the mistake that failed it is "
+                 f"charged in {carry_forward.parts_in_words(test.stood_in)}, not here."] if stood_in else []
+        lines += [f"It earns its points once {waits_for} passes too."] if waits_for else []
+        return printable("\n".join(lines))
     policy = "full" if test.suite == "public" else rubric.parts[test.part].feedback
     if policy == "name":
         return f"Failed: {test.name} (part '{test.part}')."
@@ -53,7 +62,10 @@ def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (),
     if policy == "full" and test.detail:
         lines.append(test.detail)
     lead = None
-    if test.suite == "hidden" and not diagnosis:
+    if stood_in:  # evidence about this part's own code: it does not replace the test's hint
+        lines.append(f"It fails with the grader's correct {stood_in} in place of yours too: the mistake is in "
+                     f"part '{test.part}' itself.")
+    elif test.suite == "hidden" and not diagnosis:
         if failing_upstream:
             names = ", ".join(f"'{p}'" for p in failing_upstream)
             lead = (f"Part '{test.part}' builds on {names}, which fail{'s' if len(failing_upstream) == 1 else ''} "
@@ -78,9 +90,10 @@ def _output(grade: Grade, test, rubric) -> str:
     diagnosis = part.diagnosis if part is not None and test.suite == "hidden" else ""
     failing = tuple(name for name in rubric.parts[test.part].builds_on
                     if name in grade.parts and grade.parts[name].units < grade.parts[name].max_units)
-    outcomes = {t.name: t.passed for t in grade.tests}
-    parity_failed = bool(test.parity) and not scoring.parity_holds(test, outcomes)
-    return test_output(test, rubric, diagnosis, failing, parity_failed)
+    parity_failed = bool(test.parity) and not scoring.parity_holds(test, grade.tests)
+    waits_for = test.parity if parity_failed else (
+        test.requires if not scoring.works_on_valid_input(test, grade.tests) else "")
+    return test_output(test, rubric, diagnosis, failing, parity_failed, waits_for)
 
 
 def test_name(test) -> str:

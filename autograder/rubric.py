@@ -123,7 +123,8 @@ def _part_keys() -> tuple:
             "the contract's functions and classes this part grades: a forbidden API found in one zeroes this part",
             choices=CONTRACT),
         Key("builds_on", "list of strings", [],
-            "parts whose functions this part's code calls: when they fail too, feedback points to them first",
+            "parts whose functions this part's code calls: when they fail, this part's failed tests run again with "
+            "correct versions of theirs ([results] carry_forward)",
             choices=PARTS),
     )
 
@@ -228,7 +229,12 @@ SCHEMA = (
               Key("late_days_max", "integer", 0, "later than this many days scores 0; 0: no limit", low=0),
               Key("held_score", "string", "withheld", "a grade held for a person (`python -m autograder review`): "
                   "`withheld` shows its total as 0 until released, `earned` the score the tests earned meanwhile; "
-                  "either way every view says it is held", choices=HELD_SCORES))),
+                  "either way every view says it is held", choices=HELD_SCORES),
+              Key("carry_forward", "boolean", True, "error carried forward: when a part fails, the failed tests of "
+                  "the parts built on it (`builds_on`, followed through) run once more with correct versions of "
+                  "its functions in place of the student's, and those that pass then keep their points, so a bug "
+                  "is charged once, in the part that holds it; false: every test is graded with the student's "
+                  "own functions throughout (the `carry_forward` stage does not run)"))),
     Table("limits", "What one worker may use, and one whole grade.", (
         Key("call_timeout_s", "number", 10, "seconds one call into student code may take", low=0.1),
         Key("import_timeout_s", "number", 60, "seconds importing the submission may take (torch included)", low=1),
@@ -293,6 +299,7 @@ class Results:
     late_penalty_per_day: float = default("results", "late_penalty_per_day")
     late_days_max: int = default("results", "late_days_max")
     held_score: str = default("results", "held_score")
+    carry_forward: bool = default("results", "carry_forward")
 
 
 @dataclass(frozen=True)

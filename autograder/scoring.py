@@ -5,6 +5,8 @@ rows of a result add up exactly to their part and the parts to the total: no 89.
 """
 from dataclasses import dataclass, replace
 
+from autograder import carry_forward
+
 UNITS = 10_000  # a point's smallest share
 
 
@@ -34,6 +36,7 @@ class TestResult(Points):
     forbidden: str = ""
     parity: str = ""      # a self-comparison test: the name of the parity test it depends on
     requires: str = ""    # an argument-checking test: the test of the same function on valid input
+    stood_in: tuple = ()  # rerun with correct versions of these failed parts' functions (error carried forward)
     units: int = 0        # points earned, in UNITS
     max_units: int = 0
 
@@ -95,7 +98,7 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
     argument-checking test earns its points only when the function works on valid input
     (works_on_valid_input): a stub that raises ValueError for everything has answered nothing.
     """
-    outcomes = {t.name: t.passed for t in tests}
+    parity = {t.nodeid: parity_holds(t, tests) for t in tests}
     works = {t.nodeid: works_on_valid_input(t, tests) for t in tests}
     scored, parts = [], {}
     for name, part in rubric.parts.items():
@@ -107,11 +110,21 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
         notes = list(zeroed.get(name, []))
         earned = 0
         for test, max_units in zip(mine, maxima):
-            counts = test.passed and name not in zeroed and parity_holds(test, outcomes) and works[test.nodeid]
+            counts = test.passed and name not in zeroed and parity[test.nodeid] and works[test.nodeid]
             scored.append(replace(test, units=max_units if counts else 0, max_units=max_units))
             earned += scored[-1].units
-        if name not in zeroed and any(t.passed and not parity_holds(t, outcomes) for t in mine):
-            notes.append("consistency tests earn points only once the matching correctness test passes")
+        carried = [t for t in mine if t.passed and t.stood_in]
+        if name not in zeroed and carried:
+            upstream = tuple(dict.fromkeys(u for t in carried for u in t.stood_in))
+            own = ", ".join(part.functions) or f"part '{name}'"
+            correct = carry_forward.functions_of(rubric, upstream)
+            notes.append(f"{len(carried)} tests pass with the grader's correct {correct} in place of yours and keep "
+                         f"their points: your {own} is right given a correct {correct}; the mistake is charged in "
+                         f"{carry_forward.parts_in_words(upstream)}")
+        if name not in zeroed and any(t.passed and not parity[t.nodeid] for t in mine):
+            waited = ", ".join(sorted({t.parity for t in mine if t.passed and not parity[t.nodeid]}))
+            notes.append(f"consistency tests earn points only once the correctness test they check against passes "
+                         f"({waited} must pass first)")
         if name not in zeroed and any(t.passed and not works[t.nodeid] for t in mine):
             first = ", ".join(sorted({t.requires for t in mine if not works[t.nodeid]}))
             notes.append(f"tests that bad arguments are refused earn points only once the same code works on valid "
@@ -120,11 +133,15 @@ def score_parts(tests: tuple, rubric, suites: tuple, zeroed: dict) -> tuple:
     return tuple(scored), parts
 
 
-def parity_holds(test: TestResult, outcomes: dict) -> bool:
+def parity_holds(test: TestResult, tests) -> bool:
     """True unless `test` depends on a parity test that failed: the run with the same parameters
-    when there is one, else every run of it (none run counts as failed)."""
+    when there is one, else every run of it (none run counts as failed). The parity test is looked
+    up in the same test file, so gating stays inside a part: a TransformerBlock's consistency test
+    waits for the block's own test_matches_torch, never for MultiHeadSelfAttention's of that name."""
     if not test.parity:
         return True
+    module = test.nodeid.split("::")[0]
+    outcomes = {t.name: t.passed for t in tests if t.nodeid.split("::")[0] == module}
     params = test.name[len(test.name.split("[")[0]):]
     same_case = f"{test.parity}{params}"
     if params and same_case in outcomes:

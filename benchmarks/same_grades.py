@@ -109,8 +109,23 @@ def nbgrader_groups() -> list:
     return [Group(("--suite", "all", "--isolation", "auto", "--after-due-date"), files)]
 
 
+def correct_groups() -> list:
+    """Correct work in every style and habit the project holds: the reference, corpus/valid and
+    corpus/styles (other ways to write it), corpus/honest and corpus/honest_outside (students' habits:
+    prints, plots, seeds, magics; the second written by people who never saw the grader's rules).
+    A change to how points are shared between parts must leave each of these grades as it was."""
+    from autograder.paths import CORPUS
+
+    sources = [REPO / "reference" / "mhsa.py"] + [
+        path for folder in ("valid", "styles", "honest", "honest_outside")
+        for path in sorted((CORPUS / folder).iterdir()) if path.suffix in (".py", ".ipynb") and path.name != "build.py"]
+    files = {f"correct/{path.parent.name}/{path.name}": (f"{path.parent.name}-{path.name}", path.read_bytes())
+             for path in sources}
+    return [Group(("--suite", "all", "--isolation", "auto"), files)]
+
+
 CORPORA = {"mutants": lambda: mutant_groups("mutants"), "adversarial": adversarial_groups,
-           "nbgrader": nbgrader_groups, "mutants-styles": lambda: mutant_groups("mutants-styles"),
+           "nbgrader": nbgrader_groups, "correct": correct_groups, "mutants-styles": lambda: mutant_groups("mutants-styles"),
            "mutants-heldout": lambda: mutant_groups("mutants-heldout")}
 
 

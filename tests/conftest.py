@@ -48,6 +48,8 @@ SLOW_FILES = {
 # whole grade, a batch, a limit waited out), as "file::function" (every parametrization of it).
 SLOW_TESTS = {
     "test_batch.py::test_a_killed_batch_resumes_without_recomputing_finished_grades",
+    "test_carry_forward.py::test_every_route_charges_the_bug_once_alike",
+    "test_carry_forward.py::test_an_upstream_bug_written_in_another_style_is_charged_once",
     "test_confinement.py::test_a_batch_is_unaffected_by_its_siblings_attacks",
     "test_gradescope.py::test_an_upload_without_mhsa_py_gets_a_results_file_that_says_so",
     "test_gradescope.py::test_the_reference_gets_full_marks_on_every_graded_part",

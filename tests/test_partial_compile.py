@@ -49,10 +49,10 @@ def test_syntax_error_in_transformer_block_costs_only_the_block(tmp_path):
 
 def test_syntax_error_in_sdpa_costs_sdpa_not_heads_or_masks(tmp_path):
     broken, line = without_colon(SDPA_IF)
-    results, _ = grade(tmp_path, broken)  # mhsa and block call it: what they lose is theirs
+    results, _ = grade(tmp_path, broken)  # mhsa and block call it: carried forward, they keep their points
     got = scores(results)
     assert got["sdpa"][0] == 0
-    for part in ("heads", "masks"):
+    for part in ("heads", "masks", "mhsa", "block"):
         assert got[part][0] == got[part][1] > 0, (part, got)
     assert f"line {line} does not compile" in results["output"]
     assert "(scaled_dot_product_attention)" in results["extra_data"]["notes"][0]

@@ -26,7 +26,7 @@ class CorpusError(ValueError):
 class Mutant:
     id: str
     misconception: str
-    parts: tuple   # every rubric part that must lose points, and no other
+    parts: tuple   # every rubric part whose tests it fails with its own functions, and no other; the first holds the bug
     find: str
     replace: str
     base: str = "reference/mhsa.py"  # the file patched, relative to the repository

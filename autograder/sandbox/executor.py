@@ -4,6 +4,7 @@ A call is plain data (see autograder.calls.Call): which function or class, its a
 a class the constructor arguments, weights, mode and an optional backward pass. The result is
 plain data too: outputs, gradients, which inputs were modified in place, forbidden APIs used.
 """
+import contextlib
 import os
 import re
 import sys
@@ -41,6 +42,7 @@ TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
 # What the record says when the monitor did not see its own canary: the grader holds such a grade
 # for review (grading.run_suites) instead of trusting a record that may have been switched off.
 MONITOR_SILENT = "the forbidden-API monitor stopped reporting"
+STAND_IN_MODULE = "grader_correct_versions"  # where the correct versions of error carried forward run
 
 
 def library_attention_class(cls, names=FORBIDDEN_MODULES) -> type | None:
@@ -260,6 +262,42 @@ def execute(submission, call: dict) -> dict:
     target = getattr(submission, call["target"], None)
     if target is None:
         raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
+    with standing_in(submission, call.get("stand_ins", ""), call["target"]):
+        return _execute(target, call)
+
+
+@contextlib.contextmanager
+def standing_in(submission, source: str, target: str):
+    """The grader's correct versions (`source`, sent by autograder/carry_forward.py) in place of the
+    submission's functions of the same names while the call runs, never the call's `target` itself:
+    every module-level name bound to the student's own object is rebound, aliases included, so that
+    code which calls it (a MultiHeadSelfAttention calling scaled_dot_product_attention) runs with a
+    correct one. The submission's namespace is restored afterwards, whatever the call did."""
+    if not source:
+        yield
+        return
+    correct = {"__name__": STAND_IN_MODULE}
+    exec(compile(source, STAND_IN_MODULE, "exec", dont_inherit=True), correct)  # noqa: S102
+    namespace = vars(submission)
+    saved = dict(namespace)
+    for name, version in correct.items():
+        defined_there = getattr(version, "__module__", None) == STAND_IN_MODULE  # not an import, not a helper
+        if not defined_there or name.startswith("_") or name == target:
+            continue
+        own = saved.get(name)
+        for key, value in saved.items():
+            if own is not None and value is own:
+                namespace[key] = version
+        namespace[name] = version
+    try:
+        yield
+    finally:
+        namespace.clear()
+        namespace.update(saved)
+
+
+def _execute(target, call: dict) -> dict:
+    __tracebackhide__ = True
     args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
     result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
               "forbidden": []}
