@@ -29,6 +29,7 @@ KNOWLEDGE_MODULE = "assignment/knowledge.py"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 OUTSIDE_NOTEBOOK = ("timing",)  # needs a CUDA device and the reference's timing harness
 IMPORTS_CELL = "imports"
+HELPERS_CELL = "test_helpers"  # the read-only cell of the test cells' helpers (oracles, _expect_close)
 TEST_CELL = re.compile(r"^test_(?P<part>[a-z]+)_")
 CELL_HEADER = re.compile(r"^# %% (?P<kind>public|hidden) (?P<function>\w+)\s*$")
 LESSON_HEADER = re.compile(r"^<!-- cell: (?P<name>\w+) -->\s*$")
@@ -53,7 +54,7 @@ def source_notebook(rubric) -> str:
     tests = test_cells(SOURCES / "tests", rubric, [name for name, _ in definitions])
     cells = [_markdown("lesson-intro", lesson.pop("intro")),
              _code(IMPORTS_CELL, prelude, locked=True),
-             _code("test_helpers", helpers_cell(), locked=True)]
+             _code(HELPERS_CELL, helpers_cell(), locked=True)]
     for name, code in definitions:
         if name in lesson:
             cells.append(_markdown(f"lesson-{name}", lesson.pop(name)))
@@ -280,46 +281,17 @@ def extract(path, name: str = "") -> Extraction:
     one winning. `name` is the notebook's name as the student knows it (default: the file's), which
     the program's header and line map (LINE_MAP) give.
     """
-    from autograder.handin import GradingError
-
     name = clean_name(name or Path(path).name)
-    try:
-        cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
-    except (ValueError, AttributeError, RecursionError) as err:  # RecursionError: JSON nested thousands deep
-        raise GradingError(f"{name} is not a notebook (not JSON with a list of cells: "
-                           f"{clean_text(err, 200)})") from None
-    if not isinstance(cells, list):
-        raise GradingError(f"{name} is not a notebook (its \"cells\" is not a list)")
     parts, answers, notes = [], {}, []
-    for number, cell in enumerate(cells, start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue  # text, or not a cell at all
-        meta = _nbgrader_metadata(cell)
-        if meta.get("grade"):
-            continue  # a test cell: the grader's own
-        if meta.get("locked") and meta.get("grade_id") != IMPORTS_CELL:
-            continue  # a read-only cell (test helpers, the plot): nbgrader runs its own copy
-        label = _cell_label(number, meta)
-        source = cell.get("source", "")
-        if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            notes.append(f"{label} was left out: its source is not text")
-            continue
-        code, magics = _without_magics(source)
-        if magics:
-            notes.append(f"{label}: IPython magics and shell commands removed: {clean_name('; '.join(magics))}")
-        try:
-            compile(code, label, "exec", dont_inherit=True)
-            module_code, cell_answers = _module_code(code), knowledge.read_answers(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-            # RecursionError and MemoryError: code nested too deep for the parser or the syntax tree
-            defined = ", ".join(DEFINITION.findall(code))
-            reason = err.msg if isinstance(err, SyntaxError) else str(err) or "nested too deeply to read"
-            notes.append(f"{label} was left out: it does not compile ({type(err).__name__}: {clean_name(reason)}"
-                         f"{f', line {err.lineno}' if getattr(err, 'lineno', None) else ''})"
-                         + (f"; what it defines ({clean_name(defined)}) is missing" if defined else ""))
-            continue
-        parts.append((number, label, [(f"# {label}", None), *module_code]))
-        answers |= cell_answers
+    for number, cell in enumerate(read_cells(path, name), start=1):
+        meta = _nbgrader_metadata(cell) if isinstance(cell, dict) else {}
+        if meta.get("grade") or meta.get("locked") and meta.get("grade_id") != IMPORTS_CELL:
+            continue  # a test cell or a read-only cell (test helpers, the plot): nbgrader runs its own copy
+        found = student_cell(number, cell, notes)
+        if found is not None:
+            label, module_code, cell_answers = found
+            parts.append((number, label, [(f"# {label}", None), *module_code]))
+            answers |= cell_answers
     header = (f"# The program of notebook {name}, by autograder.notebook.extract()\n"
               + "".join(f"# note: {note}\n" for note in notes))
     lines, origins = header.splitlines(), {}
@@ -333,6 +305,121 @@ def extract(path, name: str = "") -> Extraction:
     lines.append(LINE_MAP + json.dumps({"notebook": name, "cells": labels,
                                         "runs": _runs(origins)}, separators=(",", ":")))
     return Extraction("\n".join(lines) + "\n", answers, notes)
+
+
+def read_cells(path, name: str) -> list:
+    """The cells of the notebook at `path` (`name` in messages): GradingError when it is not one."""
+    from autograder.handin import GradingError
+
+    try:
+        cells = json.loads(Path(path).read_text(errors="replace")).get("cells", [])
+    except (ValueError, AttributeError, RecursionError) as err:  # RecursionError: JSON nested thousands deep
+        raise GradingError(f"{name} is not a notebook (not JSON with a list of cells: "
+                           f"{clean_text(err, 200)})") from None
+    if not isinstance(cells, list):
+        raise GradingError(f"{name} is not a notebook (its \"cells\" is not a list)")
+    return cells
+
+
+def student_cell(number: int, cell, notes: list):
+    """(label, module code lines, knowledge answers) of one code cell as the extraction keeps it, or
+    None for a cell that is not code or is left out (why: appended to `notes`)."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return None  # text, or not a cell at all
+    label = _cell_label(number, _nbgrader_metadata(cell))
+    source = cell.get("source", "")
+    if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
+        notes.append(f"{label} was left out: its source is not text")
+        return None
+    code, magics = _without_magics(source)
+    if magics:
+        notes.append(f"{label}: IPython magics and shell commands removed: {clean_name('; '.join(magics))}")
+    try:
+        compile(code, label, "exec", dont_inherit=True)
+        return label, _module_code(code), knowledge.read_answers(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        # RecursionError and MemoryError: code nested too deep for the parser or the syntax tree
+        defined = ", ".join(DEFINITION.findall(code))
+        reason = err.msg if isinstance(err, SyntaxError) else str(err) or "nested too deeply to read"
+        notes.append(f"{label} was left out: it does not compile ({type(err).__name__}: {clean_name(reason)}"
+                     f"{f', line {err.lineno}' if getattr(err, 'lineno', None) else ''})"
+                     + (f"; what it defines ({clean_name(defined)}) is missing" if defined else ""))
+        return None
+
+
+# What the rerun program defines before the notebook's cells: where each test cell's outcome goes,
+# and stand-ins for the kernel's own objects, which a plain module lacks: a call of display() or
+# get_ipython() in honest code must not fail a test that passed in the kernel, and a hook installed
+# through get_ipython() (an input transformer that empties every later cell) reaches nothing.
+RERUN_OUTCOMES = "notebook_test_cells"  # the function whose result is grade id -> whether the cell passed
+RERUN_PRELUDE = f"""\
+__test_cells__ = {{}}
+
+
+class _NoKernel:
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+
+def get_ipython():
+    return _NoKernel()
+
+
+def display(*objects, **kwargs):
+    return None
+
+
+def {RERUN_OUTCOMES}():
+    return dict(__test_cells__)
+"""
+
+
+HIDDEN_REGION = re.compile(rf"^[ \t]*{re.escape(HIDDEN_BEGIN)}.*?^[ \t]*{re.escape(HIDDEN_END)}[ \t]*\n?", re.S | re.M)
+
+
+def without_hidden_tests(source: str) -> str:
+    """A test cell as students have it: its hidden-test regions removed, as nbgrader's ClearHiddenTests does."""
+    return HIDDEN_REGION.sub("", source)
+
+
+def rerun_program(path, released: dict, tests: set, name: str = "", seed: int = 0) -> str:
+    """The notebook as one program that runs its test cells again, outside the student's kernel.
+
+    Every cell in the notebook's order: the student's cells as extract() keeps them; in place of each
+    read-only code cell and test cell, the instructor's version (`released`: grade id -> source as
+    nbgrader recorded it, hidden tests included; `tests`: the grade ids that are test cells). Before
+    each test cell the helpers cell runs again, so that a student's cell cannot change what a test
+    compares with; each test cell's outcome is recorded (RERUN_OUTCOMES). Test cells the notebook no
+    longer holds run at the end, as nbgrader's autograde adds them back. `seed` seeds torch's
+    generator first: the test cells draw their inputs from it."""
+    name = clean_name(name or Path(path).name)
+    helpers = released.get(HELPERS_CELL, "")
+    lines, done, notes = [RERUN_PRELUDE + f"\n\nimport torch as _torch\n_torch.manual_seed({int(seed)})"], set(), []
+    for number, cell in enumerate(read_cells(path, name), start=1):
+        grade_id = _nbgrader_metadata(cell).get("grade_id") if isinstance(cell, dict) else None
+        if grade_id in released and grade_id not in done:
+            done.add(grade_id)
+            lines.append(_released_cell(grade_id, released[grade_id], helpers if grade_id in tests else None))
+        elif (found := student_cell(number, cell, notes)) is not None:
+            lines.append("\n".join(text for text, _ in found[1]))
+    lines += [_released_cell(g, released[g], helpers) for g in released if g in tests and g not in done]
+    return "\n\n".join(lines) + "\n"
+
+
+def _released_cell(grade_id: str, source: str, helpers) -> str:
+    """A read-only cell as the instructor wrote it; a test cell (`helpers` not None) after the helpers,
+    its outcome recorded."""
+    run = lambda code, label: f"    exec(compile({code!r}, {label!r}, 'exec'), globals())"  # noqa: E731
+    if helpers is None:
+        return f"try:\n{run(source, grade_id)}\nexcept Exception:\n    pass"
+    return (f"try:\n{run(helpers, HELPERS_CELL)}\n{run(source, grade_id)}\n"
+            f"    __test_cells__[{grade_id!r}] = True\nexcept Exception:\n    __test_cells__[{grade_id!r}] = False")
 
 
 # The last line of an extracted program: which notebook cell and line each of its lines comes from,

@@ -29,7 +29,7 @@ NO_SCALE = EXAMPLE_RESULTS["buggy_no_scale"]["extra_data"]["parts"]["sdpa"]["dia
 WRONG_DIM = "the softmax runs over the queries (dim=-2) instead of the keys (dim=-1)."
 FUTURE = "the causal mask blocks the past instead of the future: use triu(1), not tril(-1)."
 FORBIDDEN_NOTE = "line 57: uses nn.MultiheadAttention, which this assignment forbids"
-FLAG = "mhsa: 30 in the kernel > 0 isolated"
+FLAG = "test cell test_mhsa_public_1 passed in the kernel and fails when the same cells run again in the grader's worker"
 TIMING_CASES = ("launch float32 fwd", "throughput bfloat16 fwd+bwd")
 SIZE = 30
 

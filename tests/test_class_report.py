@@ -85,7 +85,7 @@ def test_integrity_names_the_forbidden_api_the_tampering_the_timeout_and_the_iso
     facts, out, _, page = generated
     rows = [tuple(r) for r in read_csv(out / "report-integrity.csv")[1:]]
     assert (facts.forbidden, "forbidden API", FORBIDDEN_NOTE) in rows
-    assert (facts.tampered, "tampering flag", FLAG) in rows
+    assert (facts.tampered, "notebook check", FLAG) in rows
     assert any(r[:2] == (facts.timed_out, "timeout") and "300 s" in r[2] for r in rows)
     assert (facts.process_level, "isolation", "graded at the 'process' level, not 'sandbox'") in rows
     assert len(rows) == 4  # nobody else: a clean student is not flagged

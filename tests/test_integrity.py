@@ -170,7 +170,6 @@ def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
     from autograder.commands import gradebook
 
     student = gradebook_student()
-    gradebook.compare(student)
     assert student.status == "held" and gradebook.parts_to_write("flagged", student) == {"sdpa"}
     assert "HELD FOR REVIEW: line 9" in gradebook.table([student])
     row = next(csv.DictReader(gradebook.csv_report([student]).splitlines()))

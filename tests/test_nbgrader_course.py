@@ -25,13 +25,16 @@ DUE, LATE = "2026-01-10 17:00:00 UTC", "2026-01-12 09:30:00 UTC"
 FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS = "1001", "1002", "1003", "1004", "1005", "1006"
 EMPTIER, SPY, MISNAMED, EMPTY, UNTOUCHED, MAGICS = "1007", "1008", "1009", "1010", "1011", "1012"
 PLOTTER = "1013"  # an added import and an added plotting cell: imports are not a grading rule
-TAMPERERS = {EMPTIER, SPY}
-# Flagged although honest: her merge_heads cells pass in the kernel (heads 5), while the isolated
-# suite's split/merge round trips fail with her split_heads (heads 3.33). The flag sends her
-# notebook to a TA; its isolated grade is the higher one in total (mhsa and block get partial credit).
-FLAGGED = TAMPERERS | {LATE_STUDENT}
+MASK_AFTER = "1014"   # honest, with a bug: her attention masks after the softmax
+TEST_EDITOR = "1015"  # a full solution, and a line of a test cell taken out
+TAMPERERS = {EMPTIER, SPY, TEST_EDITOR}
+# Flagged on evidence only (autograder/kernel_evidence.py). Partial work is not evidence: the late
+# student's merge_heads cells pass in the kernel (heads 5) while the isolated suite's split-merge
+# round trips fail with her split_heads (heads 3.33), and she is not flagged.
+FLAGGED = TAMPERERS
 NOTEBOOK_PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "knowledge")
-HONEST = {FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, EMPTY, UNTOUCHED, MAGICS, PLOTTER}
+HONEST = {FULL, PARTIAL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, EMPTY, UNTOUCHED, MAGICS, PLOTTER,
+          MASK_AFTER}
 UPLOADED = {MISNAMED: "mhsa (1).ipynb"}
 # Manual grades a TA enters in the formgrader: the written answers of one student, and an override
 # of one test cell of a tamperer (which --write must keep).
@@ -43,7 +46,7 @@ EXPECTED = {
     PARTIAL: 50.0,        # no MultiHeadSelfAttention or TransformerBlock: sdpa, heads, masks, knowledge
     SYNTAX: 80.0,         # only TransformerBlock, whose cell does not compile, fails
     HELPER: 95.0,         # a helper in a cell she added, used by her solution
-    LATE_STUDENT: 0.0,    # late, and the course's penalty is "zero" (recomputed on her isolated scores)
+    LATE_STUDENT: 0.0,    # late, and the course's penalty is "zero" (on her in-kernel grade, which stands)
     WRONG_ANSWERS: 90.0,  # every knowledge answer wrong
     EMPTIER: 3.0,         # empties every later cell: isolated 0, plus the TA's override of one cell
     SPY: None,            # redefines a test helper to pass anything: its isolated grade (set below)
@@ -52,6 +55,8 @@ EXPECTED = {
     UNTOUCHED: 0.0,       # the release as it was
     MAGICS: 95.0,         # full solution with a %magic and a !shell cell
     PLOTTER: 95.0,        # full solution, `import time` and a matplotlib cell: the in-kernel grade stands
+    MASK_AFTER: None,     # her in-kernel grade, which stands (set below)
+    TEST_EDITOR: 95.0,    # nbgrader restores the test cell; flagged, her isolated grade is full marks too
 }
 
 
@@ -96,7 +101,15 @@ def insert_after(nb, cell_id, source):
 def class_notebooks(release, source) -> dict:
     """student -> the bytes of the notebook they uploaded."""
     full = lambda: with_solutions(release, source)  # noqa: E731
-    nbs = {s: full() for s in (FULL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, MAGICS, PLOTTER)}
+    nbs = {s: full() for s in (FULL, SYNTAX, HELPER, LATE_STUDENT, WRONG_ANSWERS, MISNAMED, MAGICS, PLOTTER,
+                               MASK_AFTER, TEST_EDITOR)}
+    edit(nbs[MASK_AFTER], "scaled-dot-product-attention",
+         "    if attn_mask is not None:\n        scores = scores + to_additive_mask(attn_mask, scores.dtype)\n"
+         "    weights = torch.softmax(scores, dim=-1)",
+         "    weights = torch.softmax(scores, dim=-1)\n    if attn_mask is not None:\n"
+         "        weights = weights * (to_additive_mask(attn_mask, scores.dtype) == 0)")
+    edit(nbs[TEST_EDITOR], "test-sdpa-public-1", '_expect_close(weights.sum(-1), torch.ones(2, 5), "row sums of the weights")',
+         "pass")
     nbs[PARTIAL] = with_solutions(release, source, {"to_additive_mask", "scaled_dot_product_attention", "split_heads",
                                                     "merge_heads", "causal_mask", "padding_mask", "merge_masks"})
     edit(nbs[SYNTAX], "TransformerBlock", "def forward(self", "def forward(self,, ")
@@ -228,12 +241,22 @@ def test_flags_reach_nbgrader_and_the_results_files(course):
 def test_every_exported_grade_is_the_expected_one(course):
     grades = exported(course["root"])
     spy = isolated_results(course["root"], SPY)["extra_data"]["parts"]
-    expected = EXPECTED | {SPY: round(sum(spy[p]["score"] for p in NOTEBOOK_PARTS), 4)}
-    assert expected[SPY] < 95
+    kernel = {s: sum(auto or 0 for auto, _, _ in course["kernel"][s].values()) for s in (MASK_AFTER, LATE_STUDENT)}
+    expected = EXPECTED | {SPY: round(sum(spy[p]["score"] for p in NOTEBOOK_PARTS), 4), MASK_AFTER: round(kernel[MASK_AFTER], 4)}
+    assert expected[SPY] < 95 and 50 < expected[MASK_AFTER] < 95
     assert {s: round(float(row["score"]), 4) for s, row in grades.items()} == expected
-    late = isolated_results(course["root"], LATE_STUDENT)["extra_data"]["parts"]
-    assert float(grades[LATE_STUDENT]["raw_score"]) == pytest.approx(sum(late[p]["score"] for p in NOTEBOOK_PARTS))
-    assert float(grades[LATE_STUDENT]["late_submission_penalty"]) == float(grades[LATE_STUDENT]["raw_score"]) > 45
+    assert float(grades[LATE_STUDENT]["raw_score"]) == pytest.approx(kernel[LATE_STUDENT])
+    assert float(grades[LATE_STUDENT]["late_submission_penalty"]) == float(grades[LATE_STUDENT]["raw_score"])
+    assert 0 < float(grades[LATE_STUDENT]["raw_score"]) < 95  # her split-heads bug costs the parts that call it, in the kernel
+
+
+def test_the_flags_are_evidence_in_neutral_words(course):
+    flags = {s: isolated_results(course["root"], s)["extra_data"]["flags"] for s in TAMPERERS}
+    assert any("test cell test_sdpa_public_1 differs from the released one" == f for f in flags[TEST_EDITOR])
+    for student in (EMPTIER, SPY):  # cells emptied, a helper redefined: the same cells fail outside the kernel
+        assert any(f.startswith("test cell test_sdpa_") and "passed in the kernel and fails when the same cells run "
+                   "again in the grader's worker" in f for f in flags[student]), flags[student]
+    assert not any("tamper" in f for fs in flags.values() for f in fs)
 
 
 def test_no_honest_student_loses_a_point_to_the_regrade(course):
@@ -282,11 +305,11 @@ def test_feedback_gives_the_isolated_reason_for_each_changed_cell(course):
 def test_the_minimum_policy_and_the_late_penalty_follow_the_stored_scores(course):
     """`--policy minimum` on the late student keeps the lower score of each part (her heads part from
     isolation, the rest from the kernel), nbgrader's own late policy ("zero") is applied to it; the
-    default policy then puts her isolated grade back."""
+    default policy then puts her in-kernel grade back (she is not flagged)."""
     root = course["root"]
     result = run(["autograder", "gradebook", "--course", str(root), "--student", LATE_STUDENT, "--write",
                   "--policy", "minimum"], REPO, check=False)
-    assert result.returncode == 1, result.stdout  # still flagged
+    assert result.returncode == 0, result.stdout  # not flagged: partial work is not evidence
     assert "grading" not in result.stderr  # the cached isolated grade, not a new one
     run(["nbgrader", "export", "--to", "minimum.csv"], root)
     row = exported(root, "minimum.csv")[LATE_STUDENT]

@@ -177,7 +177,7 @@ def integrity(records) -> Table:
     rows = []
     for r in records:
         rows += [[r.name, "forbidden API", f] for f in r.forbidden]
-        rows += [[r.name, "tampering flag", f] for f in r.flags]
+        rows += [[r.name, "notebook check", f] for f in r.flags]  # evidence, in the words of kernel_evidence
         rows += [[r.name, HELD_STATES.get(r.held.get("decision"), "held for review"), str(reason)]
                  for reason in r.held.get("reasons") or []]
         if r.status not in ("graded", "no submission", "held"):

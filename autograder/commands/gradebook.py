@@ -1,6 +1,7 @@
-"""`gradebook`: nbgrader submissions graded again in isolation, to catch in-kernel scores too high.
+"""`gradebook`: nbgrader submissions graded again in isolation, and flagged on evidence of tampering.
 
-It grades nbgrader submissions in isolation, flags in-kernel scores that are too high, and
+It grades nbgrader submissions in isolation, flags notebooks on evidence that their in-kernel grade
+does not stand for their code (autograder/kernel_evidence.py), and
 (with --write) stores isolated scores in the nbgrader gradebook under a policy that cannot lower an
 honest grade by accident (docs/nbgrader.md).
 
@@ -9,7 +10,10 @@ can defeat them (an input transformer that empties every later cell, a patched t
 The isolated grade runs the student's program (autograder.notebook.extract) in the worker, against
 the repository's test suites, through grader slots (autograder/slot.py, --jobs at once) as a batch
 does, with the same whole-submission limit and the same results for a timeout or a crash. A part
-that scores more in the kernel than in isolation is flagged. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
+that scores more in the kernel than in isolation is not flagged by itself: on partial work the
+notebook's test cells and the suites always differ. A notebook is flagged on evidence: a test cell
+or read-only cell changed or removed, or a test cell that passed in the kernel and fails when the
+notebook's cells run again in the grader's worker. An isolated grade held for review (autograder/grading.py hold_for_review) is shown as held
 with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
 flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
 this command's scores out, clears the flag and records the acceptance for that very notebook, so
@@ -31,7 +35,7 @@ from autograder.paths import COURSE, grader_checksum
 
 TOLERANCE = 1e-6
 POLICIES = {
-    "flagged": "only notebooks flagged as tampered get their isolated scores, in every part (default)",
+    "flagged": "only notebooks flagged on evidence of tampering get their isolated scores, in every part (default)",
     "minimum": "every notebook: each part gets the lower of its in-kernel and isolated scores",
     "isolated": "every notebook: each part gets its isolated score, lower or higher",
 }
@@ -67,6 +71,7 @@ class Student:
     name: str
     notebook: Path | None = None
     in_kernel: dict = field(default_factory=dict)   # part -> points autograde gave its test cells
+    kernel_cells: dict = field(default_factory=dict)  # test cell grade id -> (points autograde gave it, its maximum)
     results: dict | None = None                      # the isolated grade, Gradescope results.json
     error: str = ""                                  # why there is no isolated grade
     notes: list = field(default_factory=list)        # what extraction left out or changed
@@ -119,11 +124,13 @@ def run(args) -> int:
         students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
         for student in students:
             read_in_kernel(gb, course, assignment, student)
+        released = released_cells(gb, assignment)
 
-    grade_all(students, course, store, args, rubric_file.load())
+    rubric = rubric_file.load()
+    grade_all(students, course, store, args, rubric)
+    gather_evidence(students, released, course, store, args, rubric)
     accepted = read_accepted(store)
     for student in students:
-        compare(student)
         student.accepted = student.notebook is not None and accepted.get(student.name) == checksum(student.notebook)
     if args.write:
         write(students, db_url, course, assignment, args.policy)
@@ -150,6 +157,7 @@ def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
     from nbgrader.api import MissingEntry
 
     from autograder import notebook
+    from autograder.notebook import part_of_cell
 
     folder = course / "submitted" / student.name / assignment
     path = folder / f"{notebook.ASSIGNMENT}.ipynb"
@@ -159,6 +167,8 @@ def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
         student.error = f"not autograded: run `nbgrader autograde {assignment} --student {student.name}`"
         return
     student.in_kernel = kernel_scores(cells)
+    student.kernel_cells = {c.name: (c.auto_score or 0.0, c.max_score or 0.0) for c in cells
+                            if part_of_cell(c.name) is not None}
     if not path.is_file():
         found = sorted(p.name for p in folder.glob("*.ipynb")) if folder.is_dir() else []
         student.error = (f"no {path.name} in {folder.relative_to(course)}"
@@ -251,11 +261,55 @@ def failure_reason(status: str, data: dict | None) -> str:
 # Comparison and the write policy
 # ------------------------------------------------------------------------------------------------
 
-def compare(student: Student) -> None:
-    isolated = student.isolated
-    student.flags = [f"{part}: {student.in_kernel[part]:g} in the kernel > {isolated[part]:g} isolated"
-                     for part in student.in_kernel
-                     if part in isolated and student.in_kernel[part] > isolated[part] + TOLERANCE]
+def released_cells(gb, assignment: str):
+    """What nbgrader recorded at generate_assignment for the assignment's notebook: every read-only
+    code cell and test cell (kernel_evidence.Released)."""
+    from autograder import kernel_evidence, notebook
+
+    recorded = gb.find_notebook(notebook.ASSIGNMENT, assignment)
+    graded = {c.name for c in recorded.grade_cells if c.cell_type == "code"}
+    sources = {c.name: c.source for c in recorded.source_cells
+               if c.cell_type == "code" and (c.locked or c.name in graded)}
+    return kernel_evidence.Released({name: notebook.without_hidden_tests(text) for name, text in sources.items()},
+                                    sources, frozenset(graded & set(sources)))
+
+
+def gather_evidence(students: list, released, course: Path, store: Path, args, rubric) -> None:
+    """Each notebook's evidence of tampering (student.flags): its read-only and test cells against the
+    released ones, and its test cells run again in the grader's worker, twice where the first rerun
+    finds a cell that passed in the kernel and fails there (kernel_evidence). The reruns are cached
+    per notebook, released cells and grader files, as the isolated grades are."""
+    from autograder import kernel_evidence
+    from autograder.backends import WorkerBackend
+    from autograder.isolation import resolve
+
+    isolation = resolve(args.isolation)
+    hidden = [*rubric.hidden, rubric.source, course]
+    fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))).encode()
+
+    def backend_for(program):
+        return WorkerBackend(program, isolation, rubric.limits, hidden)
+
+    for student in students:
+        if student.error or student.notebook is None:
+            continue
+        student.flags = kernel_evidence.changed_cells(student.notebook, released)
+        cached = f"{hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()}.rerun.json"
+        reruns = [] if args.force else list(results.read_record(store / "cache", cached).get("reruns", []))
+        with tempfile.TemporaryDirectory(prefix="mhsa-rerun-") as folder:
+            copy = Path(folder) / "mhsa.ipynb"
+            shutil.copyfile(student.notebook, copy)
+            while len(reruns) < kernel_evidence.RERUNS and (
+                    not reruns or kernel_evidence.rerun_evidence(student.kernel_cells, reruns)):
+                try:
+                    reruns.append(kernel_evidence.rerun(copy, released, backend_for, seed=len(reruns)))
+                except Exception as err:  # noqa: BLE001 - no rerun is no evidence: the grade stands
+                    student.notes.append(f"the notebook's test cells could not run again in the grader's worker "
+                                         f"({type(err).__name__}: {str(err)[:200]}): no rerun evidence")
+                    break
+        if reruns:
+            results.write_record(store / "cache", cached, {"reruns": reruns})
+        student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, reruns)
 
 
 def parts_to_write(policy: str, student: Student) -> set:
