@@ -29,6 +29,7 @@ class Backend:
 
     time_up = ""  # why the whole-submission limit stopped the grade; "" while there is time
     stand_ins = ""  # while error carried forward reruns tests: correct versions every call runs with
+    import_failure = None  # why the submission could not be imported, once a call has found out
 
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
@@ -102,7 +103,6 @@ class WorkerBackend(Backend):
         self._isolation = isolation
         self._worker = started
         self._greeted = False  # whether self._worker has said it imported the submission
-        self._import_failure = None
         self._blown = {}  # entry point -> the error of its call that blew a limit (time, memory, crash)
         self.output_log = []
         self.confinement = []  # what the worker applied to itself (sandbox/confine.py), in words
@@ -175,8 +175,8 @@ class WorkerBackend(Backend):
         return Outcome(**result)
 
     def _ensure_worker(self) -> WorkerProcess:
-        if self._import_failure is not None:
-            raise errors.SubmissionImportError(self._import_failure)
+        if self.import_failure is not None:
+            raise errors.SubmissionImportError(self.import_failure)
         if self._worker is None:
             self._worker, self._greeted = WorkerProcess(self.path, self._isolation, self.limits, self.hidden), False
         if self._greeted:
@@ -199,7 +199,7 @@ class WorkerBackend(Backend):
                 self.confinement = [errors.clean_text(line, 200) for line in hello["confinement"][:8]]
         if failure is not None:
             self._stop()
-            self._import_failure = failure
+            self.import_failure = failure
             raise errors.SubmissionImportError(failure)
         self._greeted = True
         return worker
@@ -278,6 +278,7 @@ class BrokenBackend(Backend):
 
     def __init__(self, name, reason):
         self.name, self.reason = name, reason
+        self.import_failure = reason
 
     def _run(self, call):
         raise errors.SubmissionImportError(f"could not import your mhsa.py: {self.reason}")

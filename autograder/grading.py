@@ -106,6 +106,8 @@ def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
     first run's row, from the student's own code, and `stood_in` marks it as this part's own mistake.
     No text written while the correct versions were in the worker reaches the student. Skipped once
     the whole-submission limit is reached: what finished keeps its result."""
+    if ctx.backend(grade.source).import_failure:
+        return grade  # nothing imported: every rerun would fail the same way, after the same wait
     by_id = {t.nodeid: t for t in grade.tests}
     for part in ecf.order(ctx.rubric):
         rerun = ecf.rerun_for(ctx.rubric, part, tuple(by_id.values()), grade.forbidden)

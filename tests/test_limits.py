@@ -60,20 +60,21 @@ def time_bomb_by_grade(tmp_path_factory):
 
 
 def test_a_time_bomb_in_one_method_costs_only_the_parts_that_call_it(time_bomb_by_grade):
+    """The bomb is charged in MultiHeadSelfAttention's part once: the block, whose own code is right,
+    keeps its points (its tests rerun with a correct MultiHeadSelfAttention, carry_forward)."""
     data, seconds = time_bomb_by_grade
     parts = data["extra_data"]["parts"]
-    assert all(parts[p]["score"] == parts[p]["max_score"] for p in SANE_PARTS), parts
-    assert all(0 < parts[p]["score"] < parts[p]["max_score"] for p in ("mhsa", "block")), \
+    assert all(parts[p]["score"] == parts[p]["max_score"] for p in SANE_PARTS + ("block",)), parts
+    assert 0 < parts["mhsa"]["score"] < parts["mhsa"]["max_score"], \
         "the forward calls fail; the constructor tests, which never call forward, keep their points"
     lines = first_lines(data)
     timed_out = [line for line in lines if "did not finish within 2 s" in line]
-    assert len(timed_out) == 2 and all(lines[line] == 1 for line in timed_out), \
-        f"one call ran into the limit per forward (the block's, the module's), no more: {lines}"
-    assert lines["TransformerBlock.forward was not run again in this grade: an earlier call into it ran past "
-                 "the time limit of one call:"] > 5
+    assert len(timed_out) == 1 and lines[timed_out[0]] == 1, \
+        f"one call ran into the limit (the module's forward), no more: {lines}"
+    assert not any(line.startswith("TransformerBlock.forward was not run again") for line in lines), lines
     assert lines["MultiHeadSelfAttention.forward was not run again in this grade: an earlier call into it ran "
                  "past the time limit of one call:"] > 5
-    assert seconds < 120, f"{seconds:.0f} s: two blown calls should cost seconds, not a minute"
+    assert seconds < 120, f"{seconds:.0f} s: a blown call should cost seconds, not a minute"
 
 
 def test_a_batch_gives_the_time_bomb_the_same_grade(time_bomb_by_grade, tmp_path):

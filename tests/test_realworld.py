@@ -41,12 +41,14 @@ def broken_rules(path) -> set:
 
 
 def failed_public_tests(path) -> set:
-    """Public tests (file::function) that fail for `path` in the grading pipeline `check` runs."""
+    """Public tests (file::function) that fail for `path`'s own code in the grading pipeline `check`
+    runs: a test that passes again with a correct version of a part it builds on (`stood_in`) failed
+    on the student's code first, and is charged to that part."""
     from autograder import rubric
     from autograder.grading import grade
 
     result = grade(path, suites=("public",), isolation="inprocess", extras=False, rubric=rubric.load())
-    return {t.nodeid.split("[")[0] for t in result.tests if not t.passed}
+    return {t.nodeid.split("[")[0] for t in result.tests if not t.passed or t.stood_in}
 
 
 def test_every_adaptation_names_rules_the_suite_knows():
