@@ -2,7 +2,14 @@
 
 A Mismatch carries a summary (what was called, what is wrong: shapes, dtypes, how far off and where)
 and a detail (the expected and actual values). Hidden tests show students the summary only.
+
+A hint that names a cause (dropout, overflow, a layout) is a Cause: it is given only when the result
+shows that cause (`seen`), so that a test about dropout does not blame dropout for a wrong scale.
+A hint that restates what is asked for is a plain string and always given.
 """
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 
 from autograder.sandbox.wire import Unsupported
@@ -29,6 +36,67 @@ class Mismatch(AssertionError):
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Cause:
+    """A hint naming a cause of a wrong value, given only when `seen(got, expected)` observes it."""
+    text: str
+    seen: Callable
+
+
+def hint_for(hint, got, expected) -> str:
+    """The text of `hint` for this result: a Cause's only when its evidence is in `got`."""
+    if not isinstance(hint, Cause):
+        return hint
+    try:
+        return hint.text if hint.seen(got, expected) else ""
+    except Exception:  # noqa: BLE001 - evidence that cannot be read is no evidence
+        return ""
+
+
+def plain(hint) -> str:
+    """A hint for a wrong type, shape, dtype or device: a Cause is about values, so it says nothing."""
+    return "" if isinstance(hint, Cause) else hint
+
+
+# --- evidence: what a wrong result shows (each seen(got, expected) -> bool) --------------------
+
+def non_finite(got, expected) -> bool:
+    """inf or NaN where the expected values are finite: an overflow, or -inf arithmetic."""
+    return bool((~torch.isfinite(got) & torch.isfinite(expected)).any())
+
+
+def dropped(got, expected) -> bool:
+    """Some values exactly 0 where the expected are not, and the others the expected values times one
+    factor (1, or 1/(1-p)): what dropout does. A mask on the wrong entries zeroes values too, but
+    the softmax then spreads the weight over the others, which no one factor gives."""
+    hit = (got == 0) & (expected != 0)
+    if not hit.any():
+        return False
+    kept = ~hit & (expected != 0)
+    return not kept.any() or bool(rescaled(got[kept], expected[kept]) or torch.allclose(
+        got[kept].detach().to(torch.float64), expected[kept].detach().to(torch.float64), rtol=1e-4, atol=1e-6))
+
+
+def rescaled(got, expected) -> bool:
+    """`got` is `expected` times one factor other than 1 (a scale applied twice, or not at all)."""
+    g, e = got.detach().to(torch.float64).reshape(-1), expected.detach().to(torch.float64).reshape(-1)
+    big = e.abs() > 1e-6
+    if not big.any():
+        return False
+    factor = float((g[big] / e[big]).median())
+    return abs(factor - 1) > 1e-3 and bool(torch.allclose(g, factor * e, rtol=1e-3, atol=1e-6))
+
+
+def close_to(other) -> Callable:
+    """Evidence that `got` equals `other` (what a known mistake computes)."""
+    return lambda got, expected: (tuple(got.shape) == tuple(other.shape) and bool(torch.allclose(
+        got.detach().to(torch.float64), other.detach().to(torch.float64), rtol=1e-4, atol=1e-6)))
+
+
+def any_of(*evidence) -> Callable:
+    return lambda got, expected: any(seen(got, expected) for seen in evidence)
+
+
 def tolerance(dtype: torch.dtype) -> tuple:
     return TOLERANCES.get(dtype, (0.0, 0.0))
 
@@ -47,17 +115,17 @@ def expect_tensor(got, expected: torch.Tensor, *, what: str, rtol=None, atol=Non
     if not isinstance(got, torch.Tensor) or type(got) is not torch.Tensor:
         kind = ("a tensor subclass" if isinstance(got, torch.Tensor) else repr(got) if got is None
                 else got.what if isinstance(got, Unsupported) else type(got).__name__)
-        raise Mismatch(f"{what}: expected a torch.Tensor, got {kind}.", hint=hint)
+        raise Mismatch(f"{what}: expected a torch.Tensor, got {kind}.", hint=plain(hint))
     if tuple(got.shape) != tuple(expected.shape):
         raise Mismatch(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}.",
-                       hint=hint or _shape_hint(tuple(got.shape), tuple(expected.shape)))
+                       hint=plain(hint) or shape_hint(got, expected))
     if check_dtype and got.dtype != expected.dtype:
         raise Mismatch(f"{what}: expected dtype {_name(expected.dtype)}, got {_name(got.dtype)}.",
-                       hint=hint or "outputs keep the dtype of the inputs: avoid hard-coded .float() "
-                                    "or torch.float32 when creating tensors.")
+                       hint=plain(hint) or "outputs keep the dtype of the inputs: avoid hard-coded .float() "
+                                           "or torch.float32 when creating tensors.")
     if got.device != expected.device:
         raise Mismatch(f"{what}: expected a tensor on {expected.device}, got one on {got.device}.",
-                       hint=hint or "create new tensors with device=x.device.")
+                       hint=plain(hint) or "create new tensors with device=x.device.")
     if expected.dtype == torch.bool or not expected.is_floating_point():
         bad = got != expected
     else:
@@ -73,7 +141,7 @@ def expect_tensor(got, expected: torch.Tensor, *, what: str, rtol=None, atol=Non
     raise Mismatch(
         f"{what}: {count} of {total} values differ from the expected ones; {error}{position}.",
         detail=f"At {where or 'that position'}: expected {_value(expected, where)}, got {_value(got, where)}.",
-        hint=hint)
+        hint=hint_for(hint, got, expected))
 
 
 def _worst(got, expected, bad):
@@ -106,9 +174,19 @@ def _name(dtype):
     return str(dtype).removeprefix("torch.")
 
 
-def _shape_hint(got, expected):
-    if sorted(got) == sorted(expected):
+def shape_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """What the shapes themselves show, and nothing they do not."""
+    g, e = tuple(got.shape), tuple(expected.shape)
+    if sorted(g) == sorted(e):
         return "the right sizes in the wrong order: check which dimensions you transposed or permuted."
-    if len(got) != len(expected):
-        return f"expected {len(expected)} dimensions, got {len(got)}: a missing reshape, or a squeeze()?"
+    missing = [dim for dim in range(len(e)) if len(g) == len(e) - 1 and e[:dim] + e[dim + 1:] == g]
+    if missing and expected.is_floating_point() and got.is_floating_point():
+        for dim in missing:
+            for how, reduce in (("averaged", torch.mean), ("summed", torch.sum)):
+                if close_to(reduce(expected.detach(), dim))(got, expected):
+                    return f"the expected values {how} over dimension {dim} (size {e[dim]}): keep that dimension."
+    if len(missing) == 1:
+        return f"dimension {missing[0]} (size {e[missing[0]]}) is missing."
+    if got.numel() == expected.numel():
+        return "the right number of values in another shape: check the reshape or view."
     return ""

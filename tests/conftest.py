@@ -52,6 +52,7 @@ SLOW_TESTS = {
     "test_carry_forward.py::test_an_upstream_bug_written_in_another_style_is_charged_once",
     "test_confinement.py::test_a_batch_is_unaffected_by_its_siblings_attacks",
     "test_gradescope.py::test_an_upload_without_mhsa_py_gets_a_results_file_that_says_so",
+    "test_hints.py::test_no_hint_names_a_cause_the_mistake_does_not_have",
     "test_gradescope.py::test_the_reference_gets_full_marks_on_every_graded_part",
     "test_gradescope.py::test_the_stubs_get_nothing",
     "test_grading.py::test_the_same_submission_gets_the_same_results_twice",

@@ -244,6 +244,28 @@ def expect_close(got, expected, what: str, call: Call, **tolerance) -> None:
     expect_tensor(got, expected, what=f"{what} of {call.signature()}", **tolerance)
 
 
+def random_in_eval(runs) -> str:
+    """The eval-mode dropout hint, for the results of one call under two seeds: only when they differ,
+    which shows that something random ran (a wrong value alone may have any cause)."""
+    first, second = runs
+    tensors = zip(first, second) if isinstance(first, tuple) else [(first, second)]
+    same = all(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+               and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in tensors)
+    return "" if same else "the results differ under two seeds: dropout applies in training mode only."
+
+
+def expect_finite(impl, call: Call, ordinary: Call, *tensors) -> None:
+    """`tensors` (the results of `call`, on large inputs) hold no inf or NaN. The overflow hint only
+    when the same call on inputs of ordinary size (`ordinary`) stays finite: then the size caused it."""
+    if all(bool(torch.isfinite(t).all()) for t in tensors):
+        return
+    small = impl.run(ordinary).output
+    small = small if isinstance(small, tuple) else (small,)
+    finite = all(isinstance(t, torch.Tensor) and bool(torch.isfinite(t).all()) for t in small)
+    raise Mismatch(f"{call.signature()} with large inputs returned inf or NaN.",
+                   hint="use torch.softmax, or subtract each row's maximum before exp()." if finite else "")
+
+
 def expect_shape(got, shape: tuple, what: str, call: Call) -> None:
     expect(isinstance(got, torch.Tensor), f"{what} of {call.signature()}: expected a tensor, got {type(got).__name__}.")
     expect(tuple(got.shape) == tuple(shape),
@@ -304,4 +326,4 @@ def check_key_padding_invariance(impl, case, make_call) -> None:
     real = ~padded
     expect_close(impl.run(changed).output[real], impl.run(call).output[real],
                  "output at real (unpadded) tokens after changing padded ones", changed,
-                 hint="key_padding_mask (B, L) blocks keys (columns of the scores), not queries (rows).")
+                 hint="what a padded token holds still reaches the real tokens: padded keys get attention weight.")

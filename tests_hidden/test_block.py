@@ -11,7 +11,7 @@ from autograder.oracles import block_expected, randn
 from tests_hidden.support import (BlockCase, block_call, block_cases, block_init, block_state, check_causality,
                                   check_key_padding_invariance, check_permutation_equivariance, examples,
                                   expect_close, expect_fraction, expect_grads, expect_shape, generator,
-                                  sequence_inputs, with_cases)
+                                  expect_finite, random_in_eval, sequence_inputs, with_cases)
 
 pytestmark = pytest.mark.part("block")
 EDGES = (BlockCase(B=1, L=1, d_model=2, h=2, d_ff=1), BlockCase(B=2, L=3, d_model=6, h=3, d_ff=4, eps=1e-3),
@@ -92,9 +92,11 @@ def test_eval_ignores_dropout(impl):
     x, masks = sequence_inputs(case)
     state = block_state(case)
     want = block_expected(state, x, block_init(case), **masks).output
-    for seed in (1, 2):
-        call = block_call(case, x, masks, state, init={"dropout": 0.5}, seed=seed)
-        expect_close(impl.run(call).output, want, "output", call, hint="dropout applies in training mode only.")
+    calls = [block_call(case, x, masks, state, init={"dropout": 0.5}, seed=seed) for seed in (1, 2)]
+    runs = [impl.run(call).output for call in calls]
+    hint = random_in_eval(runs)
+    for call, out in zip(calls, runs):
+        expect_close(out, want, "output", call, hint=hint)
 
 
 def _constant_attention_state(case):
@@ -143,9 +145,12 @@ def _dropout_checks(impl, ref, state, branch, outer_hint, inner_hint, p=0.3, see
                         f"share of the {branch} branch's kept outputs that are exactly their dropout-free value "
                         f"/ (1-p) under {call.signature()}", hint=inner_hint)
     ratio = (torch.stack(deltas).mean() / clean.mean()).item()
-    expect(abs(ratio - 1) < 0.15, f"averaged over {seeds} seeds, the {branch} branch of {call.signature()} "
-                                 f"is {ratio:.2f} times its dropout-free value, expected 1.",
-           hint="dropout keeps the expectation: kept values are scaled by 1/(1-p), as F.dropout does.")
+    if abs(ratio - 1) >= 0.15:  # the dropout hint only when the student's own eval output is right
+        right_in_eval = torch.allclose(impl.run(block_call(case, x, {}, state)).output - x, clean)
+        expect(False, f"averaged over {seeds} seeds, the {branch} branch of {call.signature()} "
+                      f"is {ratio:.2f} times its dropout-free value, expected 1.",
+               hint="dropout keeps the expectation: kept values are scaled by 1/(1-p), as F.dropout does."
+               if right_in_eval else "")
 
 
 def test_dropout_in_attention_branch(impl, ref):
@@ -206,7 +211,6 @@ def test_large_inputs_stay_finite(impl):
         call = block_call(case, x, masks, state)
         out = impl.run(call).output
         expect_shape(out, x.shape, "output", call)
-        expect(bool(torch.isfinite(out).all()), f"{call.signature()} with large inputs returned inf or NaN.",
-               hint="use torch.softmax, or subtract each row's maximum before exp().")
+        expect_finite(impl, call, block_call(case, x / 40.0, masks, state), out)
         if dtype == "float64":
             expect_close(out, block_expected(state, x, block_init(case), **masks).output, "output", call)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from autograder.calls import Call
 from autograder.checks import expect_untouched
-from autograder.compare import Mismatch, expect
+from autograder.compare import Cause, Mismatch, close_to, expect
 from autograder.oracles import additive, padding_blocked
 from tests_hidden.support import examples, expect_close, generator
 
@@ -136,11 +136,15 @@ def test_merge_masks(impl, case):
     want = torch.zeros(target, dtype=dtype)
     if "attn_mask" in masks:
         want = want + additive(masks["attn_mask"], dtype)
+    hint = ""
     if "key_padding_mask" in masks:
-        want = want + additive(masks["key_padding_mask"], dtype)[:, None, None, :]
-    expect_close(_broadcast(got, target, call), want, "output (broadcast to (B, h, Lq, Lk))", call,
-                 hint="key_padding_mask (B, Lk) blocks keys: it lines up with the last dimension, "
-                      "as [:, None, None, :].")
+        padding = additive(masks["key_padding_mask"], dtype)
+        on_queries = want + padding[:, None, :, None] if case.Lq == case.Lk else None  # the mistake, where it fits
+        want = want + padding[:, None, None, :]
+        if on_queries is not None:
+            hint = Cause("key_padding_mask (B, Lk) blocks keys: it lines up with the last dimension, as "
+                         "[:, None, None, :]; yours blocks queries.", close_to(on_queries))
+    expect_close(_broadcast(got, target, call), want, "output (broadcast to (B, h, Lq, Lk))", call, hint=hint)
 
 
 def _broadcast(got, target, call):

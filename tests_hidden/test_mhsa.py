@@ -6,11 +6,11 @@ from hypothesis import example, given
 
 from autograder.calls import Call
 from autograder.checks import expect_raises, expect_tuple, expect_untouched, expect_zero_where
-from autograder.compare import expect
+from autograder.compare import Cause, any_of, close_to, dropped, expect, rescaled
 from autograder.oracles import blocked_of, mha_expected, randn
 from tests_hidden.support import (ATTN_MASKS, MhsaCase, check_causality, check_key_padding_invariance,
                                   check_permutation_equivariance, examples, expect_close, expect_fraction, expect_grads,
-                                  expect_shape, generator, mhsa_call, mhsa_cases, mhsa_state, sequence_inputs,
+                                  expect_shape, generator, mhsa_call, mhsa_cases, mhsa_state, expect_finite, random_in_eval, sequence_inputs,
                                   with_cases)
 
 pytestmark = pytest.mark.part("mhsa")
@@ -129,11 +129,12 @@ def test_blocked_weights_are_exactly_zero(impl, case):
 def test_eval_ignores_dropout(impl, ref):
     x, _ = sequence_inputs(DROPOUT_CASE)
     want = ref.run(mhsa_call(DROPOUT_CASE, x, {}, need_weights=True)).output
-    for seed in (1, 2):
-        call = mhsa_call(DROPOUT_CASE, x, {}, need_weights=True, init={"dropout": 0.5}, seed=seed)
-        out, weights = expect_tuple(impl.run(call).output, 2, call)
-        expect_close(weights, want[1], "attention weights", call, hint="dropout applies in training mode only.")
-        expect_close(out, want[0], "output", call, hint="dropout applies in training mode only.")
+    calls = [mhsa_call(DROPOUT_CASE, x, {}, need_weights=True, init={"dropout": 0.5}, seed=seed) for seed in (1, 2)]
+    runs = [expect_tuple(impl.run(call).output, 2, call) for call in calls]
+    hint = random_in_eval(runs)
+    for call, (out, weights) in zip(calls, runs):
+        expect_close(weights, want[1], "attention weights", call, hint=hint)
+        expect_close(out, want[0], "output", call, hint=hint)
 
 
 def test_training_without_dropout_matches_eval(impl, ref):
@@ -154,7 +155,7 @@ def _output_from_weights(state, x, weights, h):
 
 
 def test_training_dropout_on_weights(impl, ref):
-    """Dropout acts on the attention weights: a share p zeroed, the rest scaled by 1/(1-p), and the
+    """Dropout acts on the attention weights: a share p dropped, the rest scaled by 1/(1-p), and the
     output made of exactly those weights. Holds whatever random numbers a solution draws."""
     p, case = 0.3, DROPOUT_CASE
     x, _ = sequence_inputs(case)
@@ -170,9 +171,10 @@ def test_training_dropout_on_weights(impl, ref):
                         f"share of attention weights that {call.signature()} zeroed",
                         hint="in training, dropout zeroes attention weights with probability `dropout`.")
         expect_close(weights[kept], clean[kept] / (1 - p), "attention weights that dropout kept", call,
-                     hint="dropout scales the weights it keeps by 1/(1-p).")
+                     hint=Cause("dropout scales the weights it keeps by 1/(1-p).", rescaled))
         expect_close(out, _output_from_weights(state, x, weights, case.h), "output (from the returned weights)", call,
-                     hint="dropout goes on the attention weights, before they multiply v.")
+                     hint=Cause("dropout goes on the attention weights, before they multiply v.",
+                                any_of(close_to(_output_from_weights(state, x, clean, case.h)), dropped)))
         seen.append(out)
     expect(not torch.equal(seen[0], seen[1]), "training-mode outputs were the same under two different seeds.",
            hint="draw dropout masks from torch's random generator (F.dropout, nn.Dropout).")
@@ -187,9 +189,11 @@ def test_training_dropout_keeps_expectation(impl, ref):
     calls = [mhsa_call(case, x, {}, state, init={"dropout": 0.5}, training=True, seed=s) for s in seeds]
     mean = torch.stack([impl.run(c).output for c in calls]).mean(0)
     error = ((mean - want).norm() / want.norm()).item()
-    expect(error < 0.2, f"averaged over {len(calls)} seeds, {calls[0].signature()} is {error:.0%} away from the "
-                         f"eval output (relative norm), expected under 20%.",
-           hint="dropout keeps the expectation: kept values are scaled by 1/(1-p).")
+    if error >= 0.2:  # the dropout hint only when the student's own eval output is right
+        right_in_eval = torch.allclose(impl.run(mhsa_call(case, x, {}, state)).output, want)
+        expect(False, f"averaged over {len(calls)} seeds, {calls[0].signature()} is {error:.0%} away from the "
+                      f"eval output (relative norm), expected under 20%.",
+               hint="dropout keeps the expectation: kept values are scaled by 1/(1-p)." if right_in_eval else "")
 
 
 @pytest.mark.self_comparison(parity="test_gradients_match_torch")
@@ -207,8 +211,6 @@ def test_large_inputs_stay_finite(impl, ref):
         x, masks = sequence_inputs(case, scale=40.0)
         call = mhsa_call(case, x, masks, need_weights=True)
         out, weights = expect_tuple(impl.run(call).output, 2, call)
-        expect(bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
-               f"{call.signature()} with large inputs returned inf or NaN.",
-               hint="use torch.softmax, or subtract each row's maximum before exp().")
+        expect_finite(impl, call, mhsa_call(case, x / 40.0, masks, need_weights=True), out, weights)
         if dtype == "float64":
             expect_close(out, ref.run(call).output[0], "output", call)

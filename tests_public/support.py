@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from autograder import oracles
 from autograder.calls import Call
 from autograder.checks import constructed, expect_untouched
-from autograder.compare import Mismatch, expect, expect_tensor
+from autograder.compare import Cause, Mismatch, expect, expect_tensor, hint_for, rescaled
 from autograder.oracles import F64
 
 NEG_INF = float("-inf")
@@ -126,9 +126,10 @@ def check(got, expected, *, what, hint="", suspects=(), rtol=None, atol=None, dt
                 continue
             if _same(got, candidate, default_rtol, default_atol):
                 raise Mismatch(err.summary, err.detail, suspect_hint) from None
+        text = hint_for(hint, got, expected)
         if got.is_floating_point() and torch.isnan(got).any() and not torch.isnan(expected).any():
-            hint = NAN_HINT + (f" Otherwise: {hint}" if hint else "")
-        raise Mismatch(err.summary, err.detail, hint) from None
+            text = NAN_HINT + (f" Otherwise: {text}" if text else "")
+        raise Mismatch(err.summary, err.detail, text) from None
 
 
 NAN_HINT = ("NaN usually comes from -inf - (-inf), 0 * (-inf), or a softmax over a row that is all -inf "
@@ -153,7 +154,8 @@ def check_weights_and_output(out, weights, want, what, hint):
 
 def check_dropped_weights(weights, clean, p, what, drop_hint, scale_hint):
     """Training-mode attention weights: some, not all, dropped (exactly 0); the others are the
-    dropout-free weights `clean` scaled by 1/(1 - p)."""
+    dropout-free weights `clean` scaled by 1/(1 - p). `scale_hint` is given only when the survivors are
+    the right weights times another factor: survivors that differ otherwise were wrong before dropout."""
     __tracebackhide__ = True  # failures point at the test and at your code, not at this helper
     expect_like(weights, clean, what)
     dropped = weights == 0
@@ -165,7 +167,7 @@ def check_dropped_weights(weights, clean, p, what, drop_hint, scale_hint):
           suspects=[(lambda: torch.where(dropped, torch.zeros_like(clean), clean),
                      "the weights that survive dropout are scaled by 1/(1 - p), as "
                      "torch.nn.functional.dropout does.")],
-          hint=scale_hint)
+          hint=Cause(scale_hint, rescaled))
 
 
 # --------------------------------------------------------------------------------------------------

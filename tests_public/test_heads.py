@@ -121,6 +121,7 @@ def test_merge_undoes_split(impl):
 def test_split_heads_is_differentiable(impl):
     x, g = randn(2, 5, 12), randn(2, 3, 5, 4)
     outcome, call = invoke(impl, "split_heads", x, 3, grad_outputs=g)
+    check_split_result(outcome.output, x, 3, call.signature())  # forward first: a wrong layout explains the gradient
     check_merge_result(outcome.input_grads.get("arg0"), g, f"gradient of x after backward through "
                        f"{call.signature()}", GRADIENT_HINT)
 
@@ -128,6 +129,7 @@ def test_split_heads_is_differentiable(impl):
 def test_merge_heads_is_differentiable(impl):
     y, g = randn(2, 3, 5, 4), randn(2, 5, 12)
     outcome, call = invoke(impl, "merge_heads", y, grad_outputs=g)
+    check_merge_result(outcome.output, y, call.signature())  # forward first: a wrong layout explains the gradient
     check_split_result(outcome.input_grads.get("arg0"), g, 3, f"gradient of y after backward through "
                        f"{call.signature()}", GRADIENT_HINT)
 

@@ -6,7 +6,7 @@ import torch
 
 from autograder.calls import Call
 from autograder.checks import expect_raises, expect_tuple, expect_zero_where
-from autograder.compare import expect
+from autograder.compare import Cause, dropped, expect
 from autograder.oracles import F64, additive, causal_blocked, mha_expected, padding_blocked
 from tests_public.support import (check, check_dropped_weights, check_weights_and_output, construct, expect_like,
                                   interleaved_qkv, mhsa_state, randn, random_bool_mask, random_lengths, run_module,
@@ -197,14 +197,14 @@ def test_dropout_is_off_in_eval_mode(impl):
     x, state = randn(B, L, D), mhsa_state(D)
     init = {"d_model": D, "num_heads": H, "dropout": 0.5}
     out, weights, call = forward(impl, x, state, init=init)
-    hint = "dropout is active only in training mode (self.training); in eval mode nothing is dropped."
+    hint = Cause("dropout is active only in training mode (self.training); in eval mode nothing is dropped.", dropped)
     check_weights_and_output(out, weights, mha_expected(state, x, H), call.signature(), hint)
 
 
 def test_training_mode_without_dropout_is_deterministic(impl):
     x, state = randn(B, L, D), mhsa_state(D)
     out, weights, call = forward(impl, x, state, training=True, attn_mask=causal(L, "bool"))
-    hint = "with dropout=0.0, training mode must compute exactly what eval mode does."
+    hint = Cause("with dropout=0.0, training mode must compute exactly what eval mode does.", dropped)
     check_weights_and_output(out, weights, mha_expected(state, x, H, causal(L, "bool")), call.signature(), hint)
 
 

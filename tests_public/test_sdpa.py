@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from autograder.calls import Call
 from autograder.oracles import F64, sdpa_expected
 from autograder.checks import expect_tuple, expect_zero_where
-from autograder.compare import Mismatch
+from autograder.compare import Cause, Mismatch, any_of, close_to, dropped, non_finite
 from tests_public.support import (DEVICES, check, check_dropped_weights, check_weights_and_output, invoke,
                                   randn, random_bool_mask)
 
@@ -107,8 +107,8 @@ def test_large_scores_do_not_overflow(impl):
     q, k, v = randn(2, 5, 8, dtype=torch.float32, scale=30.0), randn(2, 5, 8, dtype=torch.float32), \
         randn(2, 5, 3, dtype=torch.float32)
     out, weights, call = sdpa(impl, q, k, v)
-    hint = ("large scores overflow exp(): use torch.softmax (it subtracts each row's maximum first) "
-            "instead of exp(x) / exp(x).sum().")
+    hint = Cause("large scores overflow exp(): use torch.softmax (it subtracts each row's maximum first) "
+                 "instead of exp(x) / exp(x).sum().", non_finite)
     want = sdpa_expected(q, k, v)
     expected_out, expected_w = want.output, want.weights
     check(weights, expected_w, what=f"weights returned by {call.signature()} for scores of size ~100",
@@ -143,7 +143,8 @@ def test_per_batch_mask_broadcasts_over_the_head_axis(impl):
 def test_dropout_is_off_when_not_training(impl):
     q, k, v = randn(2, 3, 5, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 4)
     out, weights, call = sdpa(impl, q, k, v, dropout_p=0.5, training=False)
-    hint = "dropout applies only when training=True; with training=False the weights are not dropped."
+    hint = Cause("dropout applies only when training=True; with training=False the weights are not dropped.",
+                 dropped)
     check_weights_and_output(out, weights, sdpa_expected(q, k, v), call.signature(), hint)
 
 
@@ -164,7 +165,8 @@ def test_dropout_when_training(impl):
                           scale_hint="the weights that survive dropout must be softmax(q k^T / sqrt(d_k)) / "
                                      "(1 - dropout_p).")
     check(out, weights.to(F64) @ v, what=f"out returned by {call.signature()}",
-          hint="out must be computed from the weights after dropout (the ones you return).")
+          hint=Cause("out must be computed from the weights after dropout (the ones you return).",
+                     any_of(close_to(clean @ v), dropped)))
 
 
 def test_gradients_flow_to_q_k_v(impl):
