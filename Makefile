@@ -1,5 +1,6 @@
 # Course repository tasks. `make demo` sets up and grades the bundled examples; `make test` runs
-# everything CI runs, the merge gate, and prints the 25 slowest tests; `make test-fast`, the edit
+# everything CI runs, the merge gate, prints the 25 slowest tests and writes every test's time to
+# build/test-report.xml (benchmarks/test_durations.py totals it by file); `make test-fast`, the edit
 # loop, runs the same but leaves out the grader's tests marked slow (tests/conftest.py lists them).
 # All run in a project-local virtual environment, .venv, that the first run creates with PYTHON
 # (setup_venv.py) and that is brought up to date whenever pyproject.toml or requirements.txt
@@ -18,6 +19,9 @@ IN_VENV := PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV_PYTHON)
 # INSTALLED for grading alone, INSTALLED-EXTRA for grading and one extra.
 INSTALLED := $(VENV)/.installed
 EXTRAS := course cluster report dev
+# The grader's tests run a file per core (pytest-xdist), at most four: a test mostly waits (a worker's
+# start, a time limit, pip), and one file's tests share its fixtures and fixed paths in one process.
+SIDE_BY_SIDE := --numprocesses auto --maxprocesses 4 --dist loadfile
 
 .PHONY: setup $(addprefix setup-,$(EXTRAS)) demo test test-fast release gradescope regenerate
 
@@ -39,12 +43,12 @@ demo: setup
 test: setup-dev
 	$(IN_VENV) -m autograder release --check
 	$(IN_VENV) -m pytest tests_public tests_hidden --impl reference -q
-	$(IN_VENV) -m pytest tests -q --durations=25
+	$(IN_VENV) -m pytest tests -q $(SIDE_BY_SIDE) --durations=25 --junitxml=build/test-report.xml
 
 test-fast: setup-dev
 	$(IN_VENV) -m autograder release --check
 	$(IN_VENV) -m pytest tests_public tests_hidden --impl reference -q
-	$(IN_VENV) -m pytest tests -q -m "not slow"
+	$(IN_VENV) -m pytest tests -q $(SIDE_BY_SIDE) -m "not slow"
 
 release: setup-course
 	$(IN_VENV) -m autograder release build/student-release

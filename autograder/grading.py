@@ -313,7 +313,7 @@ def grade(path: Path, **options) -> Grade:
 class ResultCollector:
     """pytest plugin: one TestResult per graded test (one with a rubric part) from pytest's reports, by
     node id, and the collection failures (`errors`, which make run_pytest refuse the run). The one
-    reader of pytest's outcomes: a grade's collector and the corpus's (diagnosis/corpus.py) build on it."""
+    reader of pytest's outcomes: a grade's collector and the corpus's (tools/corpus.py) build on it."""
 
     def __init__(self):
         self.results, self.errors = {}, []

@@ -23,12 +23,32 @@ NOTEBOOK_SOURCES = COURSE / "notebook"
 KNOWLEDGE_QUESTIONS = NOTEBOOK_SOURCES / "knowledge.toml"
 CORPUS = REPO / "corpus"
 DOCS = REPO / "docs"
+# The product's code, by who receives it: a module is listed, by its path relative to REPO, where it
+# ships. Anything else (a new module, a new package, the evaluation tooling in tools/) stays in the
+# instructor's repository until someone lists it here (tests/test_release.py adds one of each).
+# STUDENT_CODE: what a student's release runs: `check`, `rubric`, the public suite's support and the
+# worker that holds the student's code.
+STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
+    "__main__", "cli", "commands/__init__", "commands/check", "commands/rubric",
+    "paths", "toml", "rubric", "errors", "submission", "notebook", "handin", "route", "stubs", "static_check",
+    "knowledge", "context", "grading", "grade", "scoring", "carry_forward", "results", "student_view",
+    "backends", "calls", "compare", "checks", "oracles", "cuda_binds", "pytest_plugin", "isolation", "worker",
+    "sandbox/__init__", "sandbox/confine", "sandbox/executor", "sandbox/reaper", "sandbox/wire",
+    "sandbox/worker_main"))
+# GRADER_CODE: what grading a submission runs beyond a student's checks: the grader slots and their
+# worker template, the hidden suite's diagnosis, Gradescope's entry point and the timing part.
+GRADER_CODE = STUDENT_CODE + tuple(f"autograder/{name}.py" for name in (
+    "grade_file", "slot", "worker_template", "sandbox/template_main", "gradescope",
+    "diagnosis/__init__", "diagnosis/catalog", "diagnosis/model", "diagnosis/probes")) + tuple(
+    f"gpu_checks/{name}.py" for name in (
+        "__init__", "checks", "grading", "harness", "participants", "report", "runqueue", "session",
+        "settings", "stats", "timing_worker", "baselines/fused_mhsa"))
 # What a grade depends on besides the submission, relative to REPO: the grading code, the suites, the
 # reference (the timing part runs it beside the student's code), the knowledge questions, the rubric
 # and pytest's settings. A Gradescope bundle ships exactly these, a cluster worker must hold exactly
 # these (its checksum), and the gradebook's cache of isolated grades is keyed by them.
-GRADER_FILES = ("autograder", "gpu_checks", "tests_public", "tests_hidden", "reference", "course/notebook",
-                "rubric.toml", "pyproject.toml")
+GRADER_FILES = (*GRADER_CODE, "tests_public", "tests_hidden", "reference", "course/notebook", "rubric.toml",
+                "pyproject.toml")
 
 
 def grader_files(root: Path = REPO) -> list[Path]:
@@ -36,6 +56,8 @@ def grader_files(root: Path = REPO) -> list[Path]:
     found = []
     for name in GRADER_FILES:
         top = root / name
+        if not top.exists():  # a listed path that is missing: an error, not a smaller grader
+            raise FileNotFoundError(f"{top} is listed in paths.GRADER_FILES but missing")
         for path in sorted([top] if top.is_file() else top.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 found.append(path)

@@ -2,7 +2,7 @@
 import shutil
 from pathlib import Path
 
-from autograder import rubric
+from autograder import paths, rubric
 from autograder.paths import REFERENCE, REPO
 from autograder.stubs import generate_stubs, solution_lines
 
@@ -44,19 +44,12 @@ def write_generated() -> list:
     return written
 
 
-# What the student release holds, relative to the repository; folders are copied whole.
-RELEASE_CONTENT = ["assignment", "tests_public", "autograder", "rubric.toml", "pyproject.toml",
+# What the student release holds, relative to the repository; folders are copied whole. Of the
+# grader's code only paths.STUDENT_CODE: `grade` needs the hidden tests and the knowledge key, which a
+# student release never holds, and the CLI leaves out a command whose module is missing (autograder/cli.py).
+RELEASE_CONTENT = ["assignment", "tests_public", *paths.STUDENT_CODE, "rubric.toml", "pyproject.toml",
                    "requirements.txt", "setup_venv.py"]
-NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks"]
-# `grade` needs the hidden tests and the knowledge key, which a student release never holds: the
-# CLI leaves out a command whose module is missing (autograder/cli.py).
-RELEASE_EXCLUDED_MODULES = ["autograder/commands/release.py", "autograder/commands/gradescope.py",
-                            "autograder/commands/grade.py",
-                            "autograder/release.py", "autograder/diagnosis", "autograder/batch.py",
-                            "autograder/slot.py", "autograder/grade_file.py", "autograder/cluster.py",
-                            "autograder/gradescope.py", "autograder/commands/gradebook.py",
-                            "autograder/commands/report.py", "autograder/classreport",
-                            "autograder/commands/review.py", "autograder/reviews.py"]
+NEVER_RELEASED = ["reference", "tests_hidden", "course", "examples", "docs", "tests", "gpu_checks", "tools"]
 
 
 def build_release(out: Path) -> Path:
@@ -73,15 +66,9 @@ def build_release(out: Path) -> Path:
         source = REPO / item
         if source.is_dir():
             shutil.copytree(source, out / item, ignore=ignore)
-        elif source.is_file():
+        else:  # a file; one listed but missing is an error, not a smaller release
             (out / item).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, out / item)
-    for item in RELEASE_EXCLUDED_MODULES:
-        target = out / item
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
     from autograder import knowledge
 
     (out / knowledge.RELEASED_QUESTIONS.relative_to(REPO)).write_text(

@@ -5,7 +5,7 @@
 Each mutant is graded twice by the real grading engine (in-process, public and hidden suites), with
 the rubric's `[results] carry_forward` off and on, and the points it loses are split between the part
 that holds the bug and every other part. The mutants: the corpus's (corpus/mutants*.toml) whose
-failures reach past their own part, and the generator's (autograder/diagnosis/mutate.py, 1 in
+failures reach past their own part, and the generator's (tools/mutate.py, 1 in
 `--share` of them) in the functions of parts that others build on, over every style it mutates
 (the reference, corpus/valid, corpus/styles). The part that holds a bug: a corpus mutant's first
 declared part; a generated mutant's, the rubric part of the function holding the mutated line.
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from autograder import rubric as rubric_file  # noqa: E402
-from autograder.diagnosis import corpus, mutate  # noqa: E402
+from tools import corpus, mutate  # noqa: E402
 
 
 def upstream_parts(rubric) -> set:

@@ -4,8 +4,8 @@
     python benchmarks/diagnosis_generated.py --share 5  # a fixed fifth of them, for a quick look
     python benchmarks/diagnosis_generated.py --grade-equivalents  # and grade the ones judged equivalent
 
-Every one-place mutant that autograder/diagnosis/mutate.py makes of the reference, corpus/valid and
-corpus/styles is judged by autograder/diagnosis/heldout.py: what it gets wrong is read from its outputs
+Every one-place mutant that tools/mutate.py makes of the reference, corpus/valid and
+corpus/styles is judged by tools/heldout.py: what it gets wrong is read from its outputs
 on fresh inputs (each catalog model run on the same calls), then compared with what the diagnosis
 names. Prints the counts per kind and per style and every wrong diagnosis; exit status 1 when any
 diagnosis is wrong, when fewer than 90% of the mutants that match one catalog entry are diagnosed
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from autograder import toml  # noqa: E402
-from autograder.diagnosis import heldout, mutate  # noqa: E402
+from tools import heldout, mutate  # noqa: E402
 
 COMMITTED = REPO / "corpus" / "generated-figures.toml"
 RIGHT_SHARE = 0.90
@@ -52,7 +52,7 @@ def grade_equivalents(mutants, judged, processes: int) -> None:
     passes everything. One that does not is a mistake the probes miss: it counts as unmatched."""
     import tempfile
 
-    from autograder.diagnosis import corpus
+    from tools import corpus
 
     dropped = [m for m in mutants if judged[m.id].kind == heldout.EQUIVALENT]
     with tempfile.TemporaryDirectory() as folder:

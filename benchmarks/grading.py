@@ -122,7 +122,7 @@ def overhead(one_grade: float, repeats: int) -> None:
 
 
 def batch_folder(folder: Path, size: int) -> None:
-    from autograder.diagnosis.corpus import load_mutants
+    from tools.corpus import load_mutants
 
     folder.mkdir(parents=True)
     sources = [(p.stem, p.read_text()) for p in sorted((REPO / "examples" / "submissions").glob("*.py"))]

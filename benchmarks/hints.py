@@ -73,7 +73,7 @@ def misfires(mutant, hints: dict) -> list:
 def main() -> int:
     import tempfile
 
-    from autograder.diagnosis.corpus import load_mutants
+    from tools.corpus import load_mutants
     from autograder.paths import CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -4,7 +4,7 @@ first manifest and one mutant of each further kind of mistake), here for every m
     python benchmarks/mutants.py
 
 Every mutant must lose points in exactly its declared parts and every valid solution none; then the
-diagnosis figures of `python -m autograder.diagnosis.evaluate`. docs/benchmarks/mutants.md records
+diagnosis figures of `python -m tools.diagnosis_accuracy`. docs/benchmarks/mutants.md records
 the output. Exit status 1 when a declaration is wrong or the diagnosis misses its targets.
 """
 import platform
@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from autograder.diagnosis import corpus, evaluate  # noqa: E402
+from tools import corpus, diagnosis_accuracy as evaluate  # noqa: E402
 
 
 def grade_everything() -> list:
@@ -43,7 +43,7 @@ def main() -> int:
     print(f"{date.today()}, {platform.node()}, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}")
     problems = grade_everything()
-    print("diagnosis (python -m autograder.diagnosis.evaluate):")
+    print("diagnosis (python -m tools.diagnosis_accuracy):")
     diagnosis_status = evaluate.main()
     return 1 if problems or diagnosis_status else 0
 

@@ -17,7 +17,7 @@ Both routes give the grader the same options, the submissions' folder hidden inc
 it from every child; the lone grade gets it as --hide), so that the route is the only difference.
 
 Corpora (docs/benchmarks/same-grades.md):
-    mutants      corpus/mutants.toml (autograder.diagnosis.corpus.load_mutants), full suites
+    mutants      corpus/mutants.toml (tools.corpus.load_mutants), full suites
     adversarial  examples/adversarial, as tests/test_adversarial.py grades it: the public suite, a 6 s
                  call limit (or the case's call_timeout_s), at the strongest level (auto) and, for the
                  cases the manifest marks `process`, also at the process level
@@ -63,7 +63,7 @@ class Group:
 # --- the corpora (always built from this tree) -------------------------------------------------
 
 def mutant_groups(manifest: str) -> list:
-    from autograder.diagnosis.corpus import load_mutants
+    from tools.corpus import load_mutants
     from autograder.paths import CORPUS
 
     mutants = load_mutants(CORPUS / f"{manifest}.toml")

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from autograder import carry_forward, grading, rubric
-from autograder.diagnosis import corpus
+from tools import corpus
 from autograder.paths import REFERENCE, REPO, RUBRIC_FILE, STAND_INS
 
 REFERENCE_TEXT = REFERENCE.read_text()

@@ -4,9 +4,10 @@ accuses a valid solution, and works through a worker."""
 import pytest
 
 from autograder.backends import InProcessBackend, WorkerBackend
-from autograder.diagnosis import diagnose, evaluate, identify
+from autograder.diagnosis import diagnose, identify
+from tools import diagnosis_accuracy as evaluate
 from autograder.diagnosis.catalog import CATALOG, CORRECT, DROPOUT_CALLS, IDS, consistent, predicted
-from autograder.diagnosis.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
+from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
 from autograder.diagnosis.probes import PROBES, Session
 from autograder.isolation import Isolation
 

@@ -1,5 +1,5 @@
-"""The diagnosis where it was not tuned: mutants made by AST operators (autograder/diagnosis/mutate.py),
-judged against the catalog's models on fresh inputs (autograder/diagnosis/heldout.py).
+"""The diagnosis where it was not tuned: mutants made by AST operators (tools/mutate.py),
+judged against the catalog's models on fresh inputs (tools/heldout.py).
 
 CI judges a fixed subset (a few seconds); `python benchmarks/diagnosis_generated.py` judges them all
 and holds the figures of docs/hidden-tests.md. A wrong diagnosis fails, and so does a right count
@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from autograder.backends import InProcessBackend
-from autograder.diagnosis import heldout, identify, mutate
-from autograder.diagnosis.corpus import REFERENCE, lost_parts
+from autograder.diagnosis import identify
+from tools import heldout, mutate
+from tools.corpus import REFERENCE, lost_parts
 from autograder.paths import CORPUS
 from autograder.toml import loads
 

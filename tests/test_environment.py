@@ -88,7 +88,7 @@ def test_version_check_catches_code_that_needs_a_newer_python(tmp_path):
 LOAD_EVERYTHING = """
 import json, sys
 from autograder import knowledge, rubric
-from autograder.diagnosis import corpus
+from tools import corpus
 loaded = {"rubric": repr(rubric.load()), "knowledge_key": knowledge.load_key(),
           "mutants": [repr(m) for m in corpus.load_mutants()]}
 reader = sys.modules["autograder.toml"].loads.__module__.split(".")[0]

@@ -39,6 +39,48 @@ def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
     assert all("==" in line for line in requirements.split()), "versions are pinned"
 
 
+def code_imported_by(names: set) -> set:
+    """Every autograder/ or gpu_checks/ module file that the Python files `names` (paths relative to
+    the repository) import anywhere, inside functions too: `import`, `from ... import` and
+    importlib.import_module("..."). The CLI's table of commands is not followed: it leaves out a
+    command whose module is missing (autograder/cli.py), as a student's release and the bundle do."""
+    import ast
+
+    def module_files(dotted):
+        parts = dotted.split(".")
+        for end in range(1, len(parts) + 1):
+            base = "/".join(parts[:end])
+            for candidate in (f"{base}/__init__.py", f"{base}.py"):
+                if (REPO / candidate).is_file():
+                    yield candidate
+
+    found = set()
+    for name in sorted(n for n in names if n.endswith(".py")):
+        for node in ast.walk(ast.parse((REPO / name).read_text())):
+            if isinstance(node, ast.Import):
+                dotted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                dotted = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                dotted = [node.args[0].value]
+            else:
+                continue
+            found |= {f for d in dotted if d.split(".")[0] in ("autograder", "gpu_checks") for f in module_files(d)}
+    return found
+
+
+def test_the_bundle_holds_every_module_its_code_imports(bundle):
+    """The bundle ships a list (paths.GRADER_CODE), not the folders: what its code imports, anywhere,
+    must be on it, or a grade on Gradescope fails the first time that import runs."""
+    with zipfile.ZipFile(bundle) as z:
+        shipped = set(z.namelist())
+    missing = code_imported_by(shipped) - shipped
+    assert not missing, f"imported by the bundle's code but not in paths.GRADER_CODE: {sorted(missing)}"
+    unlisted = shipped - {"autograder/diagnosis/probes.py"}  # the check can fail: a module left off the list
+    assert code_imported_by(unlisted) - unlisted == {"autograder/diagnosis/probes.py"}
+
+
 def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str = "") -> dict:
     """Lay out ROOT/source (the unzipped bundle), ROOT/submission and ROOT/results, run
     ROOT/source/run_autograder as Gradescope would, and return results.json. `knowledge_due`: a

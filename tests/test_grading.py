@@ -75,7 +75,7 @@ def test_a_whole_grade_past_its_time_limit_still_writes_results_and_leaves_no_wo
                                  for t in data["tests"] if t["tags"][-1] in ("public", "hidden"))
     assert "the whole-submission time limit was reached: 0 of" in data["output"].lower()
     deadline = time.monotonic() + 15  # the reaper notices its lifeline close and kills within moments
-    while (leftovers := worker_processes()) and time.monotonic() < deadline:
+    while (leftovers := worker_processes(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not leftovers, f"a worker outlived the grade: {leftovers}"
 
@@ -96,7 +96,10 @@ def test_a_grade_that_does_not_end_after_its_time_limit_is_ended_with_a_timeout_
 
 def run_grade_one(submission, out, time_limit, setup=""):
     """`grade`'s own function (grade_one, with its backstop) in a subprocess, under a short
-    whole-submission limit (the command line takes it from rubric.toml)."""
+    whole-submission limit (the command line takes it from rubric.toml). Its workers' folders are
+    under the submission's folder (worker_processes finds them there)."""
+    workers = submission.parent / "workers"
+    workers.mkdir(exist_ok=True)
     script = (
         f"{setup}import sys; from dataclasses import replace; from pathlib import Path\n"
         "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
@@ -106,20 +109,21 @@ def run_grade_one(submission, out, time_limit, setup=""):
         f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), options, rubric, show=True, "
         "time_limit=rubric.submission_timeout, backstop=True))\n")
     return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=os.environ | {"PYTHONPATH": str(REPO)})
+                          env=os.environ | {"PYTHONPATH": str(REPO), "TMPDIR": str(workers)})
 
 
-def worker_processes() -> list:
-    """Command lines of live worker processes of this checkout (every worker runs its
-    autograder/sandbox/worker_main.py; other checkouts' workers on a shared machine are not ours)."""
-    ours = str(REPO / "autograder" / "sandbox")
+def worker_processes(tmp_path) -> list:
+    """Command lines of live worker processes that run_grade_one started for the test of `tmp_path`
+    (every worker runs autograder/sandbox/worker_main.py in a folder under its grade's TMPDIR; the
+    workers of other tests, running alongside, are not this grade's)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            folder = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if "worker_main.py" in cmdline and "reaper" not in cmdline and ours in cmdline:
+        if "worker_main.py" in cmdline and "reaper" not in cmdline and folder.startswith(str(tmp_path)):
             found.append(cmdline)
     return found
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from autograder.diagnosis.corpus import load_mutants, write_mutants
+from tools.corpus import load_mutants, write_mutants
 from autograder.rubric import REPO
 
 # A submission that fails in three parts, so that failure summaries and hypothesis's falsifying

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograder import compare
-from autograder.diagnosis.corpus import load_mutants
+from tools.corpus import load_mutants
 from autograder.paths import CORPUS, REPO
 
 spec = importlib.util.spec_from_file_location("hints_benchmark", REPO / "benchmarks" / "hints.py")

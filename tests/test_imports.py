@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("autograder", "gpu_checks")
+PACKAGES = ("autograder", "gpu_checks", "tools")
 
 
 @dataclass(frozen=True)
@@ -188,3 +188,16 @@ def test_every_runner_reaches_grading_through_the_slot_module():
         targets = {i.target for i in graph[runner]}
         assert "autograder.slot" in targets, f"{runner} does not grade through autograder.slot"
         assert "autograder.batch" not in targets, f"{runner} imports the batch: move what it needs to autograder.slot"
+
+
+def test_the_product_never_imports_the_evaluation_tooling():
+    """tools/ (the corpus's loaders, the mutant generator, the diagnosis's accuracy measures) is the
+    project's, not the product's: no module of autograder/ or gpu_checks/ imports it, lazily or not, so
+    a student's release and the Gradescope bundle, which do not ship it (autograder/paths.py), never
+    need it."""
+    graph = import_graph(REPO)
+    product = {m: imports for m, imports in graph.items() if not m.startswith("tools")}
+    reaching = sorted(f"{m} -> {i.target} (line {i.line})" for m, imports in product.items() for i in imports
+                      if i.target.startswith("tools"))
+    assert not reaching, "the product imports the tooling:\n" + "\n".join(reaching)
+    assert any(i.target == "tools.corpus" for i in graph["tools.diagnosis_accuracy"])  # the walk sees tools/

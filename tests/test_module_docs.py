@@ -1,4 +1,4 @@
-"""Every module of autograder/ and gpu_checks/ opens with a docstring whose first line is one sentence
+"""Every module of autograder/, gpu_checks/ and tools/ opens with a docstring whose first line is one sentence
 that says the module's job: a reader of a file, or of the first lines of all of them, learns what
 each is for without reading on.
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("autograder", "gpu_checks")
+PACKAGES = ("autograder", "gpu_checks", "tools")
 # A full stop that does not end a sentence.
 ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|vs|etc|cf)\.$")
 

@@ -5,7 +5,7 @@ Grading is the slow part (about 3 s a mutant), so CI grades the first manifest w
 of each further kind of mistake (`corpus.graded_in_ci`); `python benchmarks/mutants.py` grades them all."""
 import pytest
 
-from autograder.diagnosis import corpus
+from tools import corpus
 
 MUTANTS = corpus.load_mutants()
 GRADED = corpus.graded_in_ci(MUTANTS)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from autograder.diagnosis import corpus
+from tools import corpus
 from autograder.paths import REPO
 
 REALWORLD = sorted((REPO / "corpus" / "realworld").glob("*.py"))

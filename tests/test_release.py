@@ -192,3 +192,39 @@ def test_students_check_command_works_inside_the_release(student_release):
     result = run(["-m", "autograder", "check"], cwd=student_release)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "0 / " in result.stdout and "not implemented yet" in result.stdout
+
+
+def test_the_release_grades_a_correct_solution_with_its_public_tests(student_release, tmp_path):
+    solution = tmp_path / "mine" / "mhsa.py"
+    solution.parent.mkdir()
+    shutil.copy(REFERENCE, solution)
+    result = run(["-m", "autograder", "check", str(solution)], cwd=student_release)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "90.00 / 90.00 points from the public tests" in result.stdout, result.stdout[-2000:]
+
+
+def test_code_nobody_listed_ships_neither_to_students_nor_to_gradescope(tmp_path):
+    """paths.STUDENT_CODE and paths.GRADER_CODE are lists of what ships: a new module and a new package
+    stay in the instructor's repository, run the way an instructor builds the release and the bundle."""
+    import zipfile
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=IGNORE)
+    (copy / "autograder" / "instructor_tool.py").write_text("NOTES = 'for the instructor'\n")
+    (copy / "autograder" / "new_feature").mkdir()
+    (copy / "autograder" / "new_feature" / "__init__.py").write_text("")
+    (copy / "autograder" / "new_feature" / "engine.py").write_text("NOTES = 'for the instructor'\n")
+    (copy / "gpu_checks" / "new_study.py").write_text("NOTES = 'for the instructor'\n")
+    built = run(["-m", "autograder", "release", str(tmp_path / "student")], cwd=copy)
+    assert built.returncode == 0, built.stdout + built.stderr
+    bundled = run(["-m", "autograder", "gradescope", str(tmp_path / "autograder.zip")], cwd=copy)
+    assert bundled.returncode == 0, bundled.stdout + bundled.stderr
+    released = {p.relative_to(tmp_path / "student").as_posix() for p in (tmp_path / "student").rglob("*.py")}
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
+        bundle = set(z.namelist())
+    new = {"autograder/instructor_tool.py", "autograder/new_feature/__init__.py",
+           "autograder/new_feature/engine.py", "gpu_checks/new_study.py"}
+    assert not new & released and not new & bundle
+    assert {"autograder/grading.py", "autograder/commands/check.py"} <= released  # the lists do ship
+    assert {"autograder/grading.py", "autograder/gradescope.py", "gpu_checks/grading.py"} <= bundle
+    assert "autograder/slot.py" not in released and "autograder/batch.py" not in bundle

@@ -139,7 +139,7 @@ def test_only_the_corpora_both_digests_recorded_are_compared():
 def test_a_slot_grades_a_few_files_as_a_fresh_grade_does(tmp_path):
     """The two routes on this checkout: a mutant (failed tests and their messages), an adversarial
     case that raises, and an empty notebook (a grade that cannot be made: the failure writer)."""
-    from autograder.diagnosis.corpus import load_mutants
+    from tools.corpus import load_mutants
 
     mutant = next(m for m in load_mutants(same.REPO / "corpus" / "mutants.toml") if m.parts == ("masks",))
     adversarial = {key: file for group in same.adversarial_groups() for key, file in group.files.items()}

@@ -233,7 +233,7 @@ def test_non_utf8_bytes_are_held():
 
 def test_every_valid_solution_and_mutant_passes_the_scan():
     """The allowlist and the dynamic-access rules refuse no style a correct solution uses."""
-    from autograder.diagnosis import corpus
+    from tools import corpus
 
     sources = [p.read_text() for p in sorted((REPO / "corpus" / "valid").glob("*.py"))]
     sources += [p.read_text() for p in sorted((REPO / "examples" / "submissions").glob("*.py"))]

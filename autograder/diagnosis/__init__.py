@@ -6,8 +6,8 @@ The submission is probed through its Backend only (it may be a WorkerBackend: st
 runs here), and what it returns is compared with compact implementations of known mistakes
 (model.py), or checked for behaviour those cannot predict (catalog.py); a mistake is named only
 when the evidence points to it alone. Accuracy on the hand-written corpus:
-`python -m autograder.diagnosis.evaluate`; on mechanically generated mutants (mutate.py, judged by
-heldout.py): `python benchmarks/diagnosis_generated.py`.
+`python -m tools.diagnosis_accuracy`; on mechanically generated mutants (tools/mutate.py, judged by
+tools/heldout.py): `python benchmarks/diagnosis_generated.py`.
 """
 from autograder.diagnosis.catalog import Evidence, recognise
 from autograder.diagnosis.probes import PROBES, Session

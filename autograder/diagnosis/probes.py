@@ -141,7 +141,7 @@ def build_probes(fresh: int = 0) -> dict:
 
 PROBES = build_probes()
 # The same probes on values the diagnosis never sees: what a named mistake must also reproduce
-# there (autograder/diagnosis/heldout.py measures the diagnosis against them).
+# there (tools/heldout.py measures the diagnosis against them).
 FRESH_PROBES = build_probes(fresh=1000)
 
 

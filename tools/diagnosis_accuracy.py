@@ -1,6 +1,6 @@
 """How often the diagnosis names the right mistake, and how often a wrong one, measured on the corpus.
 
-    python -m autograder.diagnosis.evaluate
+    python -m tools.diagnosis_accuracy
 
 Every mutant declares its misconception and the parts that lose points; the diagnosis runs on those
 parts, as grading runs it on the failed ones. A mutant is
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from autograder.backends import InProcessBackend
 from autograder.diagnosis import identify
-from autograder.diagnosis.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
+from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
 from autograder.rubric import PARTS
 
 RIGHT, WRONG, SILENT = "right", "wrong", "silent"
