@@ -28,6 +28,10 @@ from autograder.scoring import UNITS, to_units
 
 RESULTS_FILE = "results.json"  # Gradescope's name for it; a batch names each <submission>.json
 GRADES_CSV = "grades.csv"      # a batch folder's table: one row per results file
+# The version of the grader's own fields (extra_data), written as extra_data["format"]: a change to what a
+# field means bumps it, and load() reads this version only, so a results file another version of the
+# grader wrote is regraded, not guessed at (the class report reads any results file leniently: load_any).
+FORMAT = 1
 
 
 def points(units: int) -> float:
@@ -164,7 +168,7 @@ def to_gradescope(grade: Grade, rubric) -> dict:
         "stdout_visibility": "hidden",
         "tests": rows(grade, rubric) if grade.status in ("graded", HELD) else [],
         "extra_data": {
-            "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
+            "format": FORMAT, "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
             "parts": {name: part_record(p) for name, p in grade.parts.items()},
             "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output,
@@ -437,12 +441,12 @@ class SpreadsheetWriter:
 
 
 def load(path: Path, graded_only: bool = False) -> dict | None:
-    """The results file at `path` if it is complete and well-formed (and, with `graded_only`, has a
-    grade: graded, or held for review), else None."""
+    """The results file at `path` if it is complete, well-formed and in this grader's FORMAT (and, with
+    `graded_only`, has a grade: graded, or held for review), else None."""
     data = _read_json(path)
     ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
           and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
-          and data["extra_data"].get("status") in (*STATUSES, HELD))
+          and data["extra_data"].get("format") == FORMAT and data["extra_data"].get("status") in (*STATUSES, HELD))
     if ok and graded_only:
         ok = data["extra_data"]["status"] in ("graded", HELD) and isinstance(data["extra_data"].get("parts"), dict)
     return data if ok else None

@@ -88,6 +88,7 @@ def _results(name: str, facts: GeneratedClass, rng: random.Random) -> dict:
     if name == facts.forbidden:
         _fail(data, "mhsa", range(100), "")
         extra["parts"]["mhsa"]["notes"] = [FORBIDDEN_NOTE]
+        extra["forbidden"] = [FORBIDDEN_NOTE]
         for t in data["tests"]:
             if t["tags"][0] == "mhsa" and t["tags"][1] == "hidden":
                 t["output"] += f"\nThis part scores 0: {FORBIDDEN_NOTE}"

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, grade_file, paths, slot
+from autograder import batch, grade_file, paths, results, slot
 from autograder import rubric as rubric_file
 
 REPO = rubric_file.REPO
 RUBRIC = rubric_file.load()
 # Stands in for a grader slot (`python -m autograder.slot OPTIONS`, one JSON job a line on stdin): what
 # it does depends on the submission's name.
-FAKE_SLOT = textwrap.dedent("""
+FAKE_SLOT = f"FORMAT = {results.FORMAT}\n" + textwrap.dedent("""
     import json, os, signal, sys, time
     for line in sys.stdin:
         job = json.loads(line)
@@ -39,7 +39,7 @@ FAKE_SLOT = textwrap.dedent("""
             print(json.dumps({"done": job["id"], "code": 2}), flush=True)
             continue
         data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
-                "extra_data": {"submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
+                "extra_data": {"format": FORMAT, "submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
                                "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
         if "empty" in name:
             data.update(score=0.0, output="This submission could not be graded: the folder holds no mhsa.py")

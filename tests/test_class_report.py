@@ -314,19 +314,20 @@ def test_forbidden_apis_in_a_real_grade_are_listed(tmp_path):
     assert len(found) == len(set(found))
 
 
-def test_forbidden_list_from_the_grader_is_preferred_to_the_notes():
+def test_forbidden_apis_come_from_the_grader_s_list_never_from_its_texts():
+    """extra_data["forbidden"] is where the grader records a forbidden API; the report reads that list
+    and does not parse the notes or the tests' output for the same words."""
     data = json.loads((DATA / "reference_copy.json").read_text())
     data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]
     data["extra_data"]["parts"]["mhsa"]["notes"] = ["line 3: imports torch.ops, which this assignment does not allow",
                                                     "another note"]
     assert sources.from_results(data, "x").forbidden == data["extra_data"]["forbidden"]
     del data["extra_data"]["forbidden"]
-    assert sources.from_results(data, "x").forbidden == data["extra_data"]["parts"]["mhsa"]["notes"][:1]
-    # the runtime check's text, as the grader writes it into the notes and the tests' output
     runtime = ("MultiHeadSelfAttention used torch function scaled_dot_product_attention, which this assignment "
                "forbids: implement attention yourself with matmul, softmax and friends")
-    data["extra_data"]["parts"]["mhsa"]["notes"] = [runtime]
     data["tests"][0]["output"] = f"output differs\nThis part scores 0: {runtime}"
+    assert sources.from_results(data, "x").forbidden == []
+    data["extra_data"]["forbidden"] = [runtime, 7, runtime]  # as a hand-edited file might hold it
     assert sources.from_results(data, "x").forbidden == [runtime]
 
 

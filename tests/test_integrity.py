@@ -75,7 +75,8 @@ def test_an_unknown_held_score_is_refused(tmp_path):
 
 def held_results(name: str, reasons=("line 9: reaches into torch._C, which the grader cannot follow",)) -> dict:
     return {"score": 0.0, "output": "Score: 0 / 20\nHELD FOR REVIEW", "tests": [],
-            "extra_data": {"submission": name, "status": "held", "max_score": 20.0, "isolation": "process",
+            "extra_data": {"format": results.FORMAT, "submission": name, "status": "held", "max_score": 20.0,
+                           "isolation": "process",
                            "parts": {"sdpa": {"score": 12.0, "max_score": 20.0, "graded": True, "notes": []}},
                            "held": {"reasons": list(reasons), "parts": ["sdpa"], "withheld": True,
                                     "released_score": 12.0, "confirmed_score": 0.0, "decision": None}}}

@@ -130,3 +130,21 @@ def test_a_timing_part_that_was_graded_keeps_its_row_and_status(status, units):
     row = next(t for t in data["tests"] if t["tags"] == ["timing"])
     assert (row["status"], row["score"], row["max_score"]) == (status, units / 10_000, 5.0)
     assert data["extra_data"]["max_score"] == 7.0
+
+
+def test_results_carry_their_format_and_load_reads_that_format_only(tmp_path):
+    """A results file says which version of the grader's fields it holds; one written by another
+    version (or with none) is not read as this one's: a batch regrades it instead of guessing."""
+    import json
+
+    rubric = rubric_file.load()
+    data = results.to_gradescope(failure("alice", "error", "no mhsa.py", 9000, "process"), rubric)
+    assert data["extra_data"]["format"] == results.FORMAT
+    path = tmp_path / "alice.json"
+    results.write_json_atomic(path, data)
+    assert results.load(path) == data
+    for other in ({}, {"format": results.FORMAT + 1}, {"format": str(results.FORMAT)}):
+        changed = {**data, "extra_data": {k: v for k, v in data["extra_data"].items() if k != "format"} | other}
+        path.write_text(json.dumps(changed))
+        assert results.load(path) is None, other
+        assert results.load_any(path) == changed  # the class report still reads it, field by field

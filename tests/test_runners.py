@@ -65,7 +65,7 @@ def test_the_grader_files_hold_what_timing_needs_and_every_runner_uses_them(tmp_
 
 
 # Stands in for a grader slot: by the notebook's folder, a grade hangs, the slot dies, or a grade is written.
-STAND_IN_SLOT = (sys.executable, "-c", textwrap.dedent("""
+STAND_IN_SLOT = (sys.executable, "-c", f"FORMAT = {results.FORMAT}\n" + textwrap.dedent("""
     import json, os, signal, sys, time
     for line in sys.stdin:
         job = json.loads(line)
@@ -75,7 +75,7 @@ STAND_IN_SLOT = (sys.executable, "-c", textwrap.dedent("""
         if "hangs" in job["path"]:
             time.sleep(60)
         data = {"score": 20.0, "output": "Score: 20 / 90", "tests": [], "extra_data": {
-            "status": "graded", "max_score": 90.0, "parts": {"sdpa": {"score": 20.0, "max_score": 20.0}}}}
+            "format": FORMAT, "status": "graded", "max_score": 90.0, "parts": {"sdpa": {"score": 20.0, "max_score": 20.0}}}}
         with open(job["results"], "w") as f:
             json.dump(data, f)
         print(json.dumps({"done": job["id"], "code": 0}), flush=True)

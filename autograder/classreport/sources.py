@@ -8,7 +8,6 @@ grader, or by hand, still reports what it has.
 """
 import csv
 import io
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +19,6 @@ BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
 KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
          NBGRADER: "an nbgrader gradebook export (per-student totals only)"}
 NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
-# Texts the grader writes when a forbidden API zeroes a part: the static scan's "line N: ... forbids" /
-# "... does not allow" notes, and the runtime check's "... used X, which this assignment forbids".
-FORBIDDEN_TEXT = re.compile(r"forbids|does not allow")
-FORBIDDEN_OUTPUT = "This part scores 0: "
 # What the report reads, bounded: results files through the results model (results.load_any, within
 # results.MAX_READ_BYTES), a gradebook export or Gradescope's metadata a few MB for a large course; code
 # compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
@@ -88,11 +83,7 @@ def from_results(data: dict, name: str, keys=()) -> Record:
     extra = data.get("extra_data") or {}
     parts = {p: dict(v) for p, v in (extra.get("parts") or {}).items() if isinstance(v, dict)}
     tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
-    forbidden = extra.get("forbidden")
-    if forbidden is None:  # results written before the grader recorded them: read them from the texts
-        forbidden = [note for p in parts.values() for note in p.get("notes") or [] if FORBIDDEN_TEXT.search(note)]
-        forbidden += [line.removeprefix(FORBIDDEN_OUTPUT) for t in tests
-                      for line in (t.get("output") or "").splitlines() if line.startswith(FORBIDDEN_OUTPUT)]
+    forbidden = [f for f in extra.get("forbidden") or [] if isinstance(f, str)]  # the grader's own list, never its texts
     score = data.get("score")
     return Record(name=clean_name(name), score=float(score) if isinstance(score, (int, float)) else None,
                   max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
