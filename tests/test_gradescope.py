@@ -12,6 +12,7 @@ import pytest
 
 from autograder import gradescope, toml
 from autograder import rubric as rubric_file
+from tests.test_imports import import_graph, modules
 
 REPO = rubric_file.REPO
 TEST_FIELDS = {"name": str, "score": (int, float), "max_score": (int, float), "output": str, "visibility": str,
@@ -41,33 +42,13 @@ def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
 
 def code_imported_by(names: set) -> set:
     """Every autograder/ or gpu_checks/ module file that the Python files `names` (paths relative to
-    the repository) import anywhere, inside functions too: `import`, `from ... import` and
-    importlib.import_module("..."). The CLI's table of commands is not followed: it leaves out a
-    command whose module is missing (autograder/cli.py), as a student's release and the bundle do."""
-    import ast
-
-    def module_files(dotted):
-        parts = dotted.split(".")
-        for end in range(1, len(parts) + 1):
-            base = "/".join(parts[:end])
-            for candidate in (f"{base}/__init__.py", f"{base}.py"):
-                if (REPO / candidate).is_file():
-                    yield candidate
-
-    found = set()
-    for name in sorted(n for n in names if n.endswith(".py")):
-        for node in ast.walk(ast.parse((REPO / name).read_text())):
-            if isinstance(node, ast.Import):
-                dotted = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                dotted = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
-                  and node.args and isinstance(node.args[0], ast.Constant)):
-                dotted = [node.args[0].value]
-            else:
-                continue
-            found |= {f for d in dotted if d.split(".")[0] in ("autograder", "gpu_checks") for f in module_files(d)}
-    return found
+    the repository) import anywhere, inside functions too: the import graph tests/test_imports.py
+    checks for cycles. The CLI's table of commands is not an import: it leaves out a command whose
+    module is missing (autograder/cli.py), as a student's release and the bundle do."""
+    packages = ("autograder", "gpu_checks")
+    files = {name: path.relative_to(REPO).as_posix() for name, path in modules(REPO, packages).items()}
+    graph = import_graph(REPO, packages)
+    return {files[i.target] for name, file in files.items() if file in names for i in graph[name]}
 
 
 def test_the_bundle_holds_every_module_its_code_imports(bundle):

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tokenize
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -206,8 +207,6 @@ def test_the_release_grades_a_correct_solution_with_its_public_tests(student_rel
 def test_code_nobody_listed_ships_neither_to_students_nor_to_gradescope(tmp_path):
     """paths.STUDENT_CODE and paths.GRADER_CODE are lists of what ships: a new module and a new package
     stay in the instructor's repository, run the way an instructor builds the release and the bundle."""
-    import zipfile
-
     copy = tmp_path / "repo"
     shutil.copytree(REPO, copy, ignore=IGNORE)
     (copy / "autograder" / "instructor_tool.py").write_text("NOTES = 'for the instructor'\n")
