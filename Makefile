@@ -5,8 +5,9 @@
 # All run in a project-local virtual environment, .venv, that the first run creates with PYTHON
 # (setup_venv.py) and that is brought up to date whenever pyproject.toml or requirements.txt
 # changes. Each target installs only what it needs: pyproject.toml's dependencies (grading) for
-# `demo` and `gradescope`, its `course` extra (nbgrader) for `release` and `regenerate`, every extra
-# (`dev`) for `test` and `test-fast`; `make setup-EXTRA` installs one extra by hand.
+# `demo`, its `course` extra (nbgrader) for `release`, `gradescope` (both check the generated notebooks
+# first) and `regenerate`, every extra (`dev`) for `test` and `test-fast`; `make setup-EXTRA` installs
+# one extra by hand.
 # PYTHON=/path/to/python3 chooses the interpreter that creates it (delete .venv to switch);
 # VENV=/path/to/env uses an environment you already have instead (created there if missing).
 PYTHON ?= python3
@@ -53,7 +54,7 @@ test-fast: setup-dev
 release: setup-course
 	$(IN_VENV) -m autograder release build/student-release
 
-gradescope: setup
+gradescope: setup-course
 	$(IN_VENV) -m autograder gradescope build/gradescope-autograder.zip
 
 regenerate: setup-course

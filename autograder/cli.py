@@ -1,6 +1,7 @@
 """`python -m autograder COMMAND`: each command lives in its own module with add_parser and run."""
 import argparse
 import importlib
+import sys
 
 from autograder import paths
 
@@ -14,6 +15,16 @@ COMMANDS = {
     "report": "autograder.commands.report",
     "review": "autograder.commands.review",
     "rubric": "autograder.commands.rubric",
+}
+
+# command name -> (the extra of pyproject.toml it needs, the modules of that extra it imports). Such a
+# command is refused before it starts when a module is missing, in one line that says what to install
+# (README.md, "Dependencies"); `grade --scheduler` names the cluster extra itself (autograder/cluster.py).
+NEEDS_EXTRA = {
+    "release": ("course", ("nbformat", "nbgrader")),  # it generates the notebooks with nbgrader
+    "gradescope": ("course", ("nbformat", "nbgrader")),  # it first checks them, as release --check does
+    "gradebook": ("course", ("nbgrader",)),
+    "report": ("report", ("copydetect", "yaml", "matplotlib")),
 }
 
 
@@ -32,4 +43,23 @@ def main(argv=None) -> int:
             continue
         modules[name].add_parser(subparsers)
     args = parser.parse_args(argv)
+    missing = missing_extra(args.command)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     return modules[args.command].run(args)
+
+
+def missing_extra(command: str) -> str | None:
+    """The line that says which extra to install, when `command` needs one whose modules do not import."""
+    extra, modules = NEEDS_EXTRA.get(command, (None, ()))
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:  # the module itself, or one it needs: the extra brings both
+            missing.append(err.name or module)
+    if not missing:
+        return None
+    return (f"{command} needs the {extra} extra (make setup-{extra}, or python3 setup_venv.py --extras {extra}): "
+            + "; ".join(f"No module named '{name}'" for name in dict.fromkeys(missing)))

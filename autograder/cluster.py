@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 from autograder import paths, results
-from autograder.grade_file import GradeOptions, write_failure
+from autograder.grade_file import GradeOptions, graded_with, write_failure
 from autograder.isolation import resolve
 from autograder.slot import SLOT_COMMAND, Slot, Submission, grade_in_slot
 
@@ -134,12 +134,18 @@ def grade_on_worker(name: str, kind: str, files: dict, options: GradeOptions, ma
         return results.load(target)
 
 
-def grade_all(address: str, todo: list, out: Path, options: GradeOptions, rubric, max_units: int, progress) -> int:
-    """Grade `todo` on the cluster at `address`, each result written into OUT as it comes; 2 if refused."""
+def worker_options(options: GradeOptions) -> GradeOptions:
+    """The options a cluster's workers grade with: always the sandbox, whatever this machine supports."""
+    return dataclasses.replace(options, isolation="sandbox")
+
+
+def grade_all(address: str, todo: list, out: Path, options: GradeOptions, rubric, max_units: int, finished) -> int:
+    """Grade `todo` on the cluster at `address`, each result written into OUT as it comes and
+    `finished(sub, status)` called; 2 if refused."""
     from distributed import Client, as_completed
 
     version = grader_version()
-    options = dataclasses.replace(options, isolation="sandbox")
+    options = worker_options(options)
     timing_device = options.timing_device or (rubric.parts["timing"].device if "timing" in rubric.parts else None)
     timing_on_cuda = timing_device == "cuda"
     with Client(address, timeout=CONNECT_TIMEOUT_S) as client:
@@ -159,12 +165,11 @@ def grade_all(address: str, todo: list, out: Path, options: GradeOptions, rubric
         for future in as_completed(futures):
             sub = futures[future]
             target = out / f"{sub.name}.json"
-            status = _settle(future, target, sub.name, rubric, max_units)
-            progress.advance(sub.name, status, results.load(target))
+            finished(sub, _settle(future, target, sub.name, rubric, max_units, graded_with(sub.path, options, rubric)))
     return 0
 
 
-def _settle(future, target: Path, name: str, rubric, max_units: int) -> str:
+def _settle(future, target: Path, name: str, rubric, max_units: int, produced_by: dict) -> str:
     """The task's results written at `target`; a task that failed on the cluster gets a "crashed" result
     saying why. Returns the status."""
     from distributed.scheduler import KilledWorker
@@ -180,7 +185,7 @@ def _settle(future, target: Path, name: str, rubric, max_units: int) -> str:
     else:
         results.write_json_atomic(target, data)
         return data["extra_data"]["status"]
-    write_failure(target, name, "crashed", message, rubric, max_units, "sandbox")
+    write_failure(target, name, "crashed", message, rubric, max_units, "sandbox", produced_by=produced_by)
     return "crashed"
 
 

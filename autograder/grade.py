@@ -36,6 +36,7 @@ class Grade(Points):
     output: str = ""                        # what the submission printed (capped)
     execution_time: float = 0.0
     max_units_if_failed: int = 0            # the maximum a failure result states
+    produced_by: dict = field(default_factory=dict)  # grade_file.graded_with: what a rerun compares
 
     @property
     def earned_units(self) -> int:

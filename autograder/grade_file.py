@@ -5,6 +5,7 @@ clusters, Gradescope and the gradebook reach) grade a file through `grade_one`, 
 same limits and writes the same results. A runner hands a slot its options as `GradeOptions.to_argv()`;
 the slot reads them back with the same parser (`GradeOptions.add_arguments`, `from_args`).
 """
+import argparse
 import os
 import threading
 from dataclasses import dataclass, fields, replace
@@ -32,6 +33,8 @@ class GradeOptions:
     days_late: float = 0.0
     hide: tuple[Path, ...] = ()
     after_due_date: bool = False
+    due: str | None = None                # the platform's deadline (ISO 8601), replacing the rubric's `due`
+    due_from: str = ""                    # ... whose it is, in words ("Gradescope's late due date")
     rubric: Path = RUBRIC_FILE            # the rubric file every grade of a run loads (slot.main, `grade`)
 
     def __post_init__(self):
@@ -60,6 +63,10 @@ class GradeOptions:
                        help="the work was collected after the due date (no one can resubmit against this run's "
                             "feedback): the knowledge check is scored per question whatever rubric.toml's "
                             "[parts.knowledge] due says")
+        p.add_argument("--due", type=_moment,
+                       help="the deadline (ISO 8601 date or date-time: the last moment a submission is accepted), "
+                            "in place of rubric.toml's [parts.knowledge] due: the knowledge check is scored from it")
+        p.add_argument("--due-from", default="", help=argparse.SUPPRESS)  # whose deadline --due is, for the feedback
 
     @classmethod
     def from_args(cls, args) -> "GradeOptions":
@@ -87,18 +94,90 @@ class GradeOptions:
         return replace(self, hide=(*self.hide, *paths))
 
     def scored(self, rubric):
-        """The rubric these options grade with: per-question knowledge scores after the due date."""
-        if not self.after_due_date:
-            return rubric
+        """The rubric these options grade with: the knowledge check scored or withheld, decided once for
+        this grade's deadline (knowledge.with_deadline)."""
         from autograder import knowledge
 
-        return knowledge.scored_after_due(rubric)
+        due = knowledge.parse_moment(self.due) if self.due else None
+        return knowledge.with_deadline(rubric, due, self.due_from or "grade --due", collected=self.after_due_date)
+
+    def for_collected_work(self, rubric) -> "GradeOptions":
+        """These options for a run over collected work (a batch): where neither --due nor the rubric
+        gives a deadline, no one resubmits against this run's feedback, so it is graded as after it."""
+        from autograder import knowledge
+
+        knowledge_part = rubric.parts.get("knowledge")
+        if self.due or knowledge_part is None or knowledge.deadline(knowledge_part.settings) is not None:
+            return self
+        return replace(self, after_due_date=True)
 
     def max_units(self, rubric) -> int:
         """The maximum a grade with these options states, before it has run (a failure states it too)."""
         from autograder import grading
 
         return grading.planned_max_units(rubric, SUITE_CHOICES[self.suite], self.suite == "all", self.timing_device)
+
+
+# What a kept grade was produced by, for the words of a rerun that regrades it (graded_with's fields).
+PRODUCERS = {"grader": "the grader changed (its code, tests, reference or rubric.toml)",
+             "rubric": "the rubric graded with changed (its points, limits, or the knowledge check's deadline)",
+             "options": "the grade options changed", "submission": "the submission changed"}
+
+
+def graded_with(path: Path, options: GradeOptions, rubric) -> dict:
+    """What a grade of `path` with `options` and `rubric` (as loaded, or as options.scored made it:
+    scoring twice changes nothing) depends on, as one digest per PRODUCERS field; results files carry
+    it (extra_data.graded_with). A kept grade whose record differs is stale: a rerun regrades it
+    (batch.run, the gradebook's cache). Where the files sit is left out (hidden paths, the rubric's
+    path), so that a folder moved or a cluster's worker agrees."""
+    from autograder import paths
+
+    settings = replace(options, hide=(), rubric=RUBRIC_FILE).to_argv()
+    return {"grader": paths.grader_checksum(), "rubric": _digest(repr(replace(options.scored(rubric), source=None))),
+            "options": _digest("\0".join(settings)), "submission": submission_digest(path)}
+
+
+def stale_because(kept: dict, now: dict) -> list:
+    """Why a grade recorded as produced by `kept` is stale against `now` (graded_with), in PRODUCERS' words."""
+    return [why for field, why in PRODUCERS.items() if kept.get(field) != now[field]]
+
+
+def submission_digest(path: Path) -> str:
+    """The bytes of a submission: its file, or every file of its folder with its place in it (links
+    are never followed, as a grade never follows one)."""
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_file():
+        files = [path]
+    else:
+        files = sorted(Path(top) / name for top, _, names in os.walk(path) for name in names)
+    for file in files:
+        if file.is_symlink() or not file.is_file():
+            continue
+        digest.update(file.relative_to(path).as_posix().encode() + b"\0" if file != path else b"")
+        with file.open("rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _moment(text: str) -> str:
+    """--due's value, checked here so that a wrong date stops the command line, not a grade."""
+    from autograder import knowledge
+
+    try:
+        knowledge.parse_moment(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or date-time: {text!r} (e.g. 2026-12-10 or "
+                                         "2026-12-10T23:59:00-08:00)") from None
+    return text
 
 
 def kill_after(rubric) -> float:
@@ -115,12 +194,14 @@ def timeout_message(time_limit: float) -> str:
 
 
 def write_failure(target: Path | None, name: str, status: str, message: str, rubric, max_units: int,
-                  isolation: str, suites=(), elapsed: float = 0.0):
+                  isolation: str, suites=(), elapsed: float = 0.0, produced_by: dict | None = None):
     """The one writer of a result without a grade (timeout, crashed, error): score 0 of `max_units`, and
-    `message` to say why, written atomically at `target` (when given). Returns the Grade."""
+    `message` to say why, written atomically at `target` (when given), with what produced it
+    (graded_with) where known. Returns the Grade."""
     from autograder import results
 
-    grade = failure(name, status, message, max_units, isolation, suites, elapsed=elapsed)
+    grade = replace(failure(name, status, message, max_units, isolation, suites, elapsed=elapsed),
+                    produced_by=produced_by or {})
     if target is not None:
         results.write_json_atomic(target, results.to_gradescope(grade, rubric))
     return grade
@@ -139,6 +220,7 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
     from autograder import grading, results
     from autograder.context import GradingContext
 
+    produced_by = graded_with(path, options, rubric)
     rubric = options.scored(rubric)
     suites = SUITE_CHOICES[options.suite]
     hide = [*options.hide, *([results_file.resolve().parent] if results_file else [])]
@@ -162,7 +244,7 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
         finishing.acquire()
         try:  # whatever fails here, the process ends: the grade must not hang on a lock this thread holds
             grade = write_failure(results_file, path.name.removesuffix(".py"), "timeout", timeout_message(time_limit),
-                                  rubric, max_units(), ctx.isolation_level, suites)
+                                  rubric, max_units(), ctx.isolation_level, suites, produced_by=produced_by)
             print(results.table(grade, rubric), flush=True)
             ctx.close()  # the worker too (were this to fail, its reaper sees the lifeline close at exit)
         finally:
@@ -184,6 +266,7 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
         for watchdog in watchdogs:
             watchdog.cancel()
     finishing.acquire()  # held by a watchdog that fired: it writes the timeout and ends the process
+    grade = replace(grade, produced_by=produced_by)
     if show:
         print(results.table(grade, rubric))
     if results_file:

@@ -120,16 +120,48 @@ def find_submission(folder: Path) -> Path:
     return folder
 
 
-def days_late(metadata: Path) -> float:
-    """Days between the assignment's due date and this submission, from Gradescope's
-    submission_metadata.json (0 when on time, or when the file or a date is missing)."""
+def read_metadata(metadata: Path) -> dict:
+    """Gradescope's submission_metadata.json, or {} when it is missing or not a JSON object."""
     try:
         data = json.loads(metadata.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def days_late(data: dict) -> float:
+    """Days between the assignment's due date and this submission, from Gradescope's metadata (0 when
+    on time, or when a date is missing)."""
+    try:
         submitted = datetime.fromisoformat(data["created_at"])
         due = datetime.fromisoformat(data["assignment"]["due_date"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return 0.0
     return max(0.0, (submitted - due).total_seconds() / 86400)
+
+
+def deadline(data: dict) -> tuple:
+    """(ISO text, whose) of the last moment Gradescope accepts a submission: the assignment's late due
+    date, else its due date, moved later by a submitter's own extension where the metadata lists one;
+    (None, "") where it gives none (the rubric's `due` decides then)."""
+    assignment = data.get("assignment") if isinstance(data.get("assignment"), dict) else {}
+    dates = [(assignment.get("late_due_date"), "Gradescope's late due date"),
+             (assignment.get("due_date"), "Gradescope's due date")]
+    users = data.get("users") if isinstance(data.get("users"), list) else []
+    for user in users:  # an extension: Gradescope lists the submitter's own dates under their name
+        own = user.get("assignment") if isinstance(user, dict) and isinstance(user.get("assignment"), dict) else {}
+        dates += [(own.get("late_due_date"), "your extended late due date"), (own.get("due_date"), "your extended due date")]
+    known = []
+    for text, whose in dates:
+        try:
+            moment = datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            continue
+        known.append((moment if moment.tzinfo else moment.astimezone(), text, whose))
+    if not known:
+        return None, ""
+    _, text, whose = max(known, key=lambda k: k[0])
+    return text, whose
 
 
 def grade_root(root: Path, rubric) -> str:
@@ -142,7 +174,9 @@ def grade_root(root: Path, rubric) -> str:
 
     target = root / "results" / "results.json"
     found = find_submission(root / "submission")
-    options = GradeOptions(days_late=days_late(root / "submission_metadata.json"),
+    metadata = read_metadata(root / "submission_metadata.json")
+    due, due_from = deadline(metadata)
+    options = GradeOptions(days_late=days_late(metadata), due=due, due_from=due_from,
                            hide=(root / "results", root / "submission"))
     return grade_in_child(Submission(found.name, found), target, options, rubric, resolve(options.isolation).level,
                           options.max_units(rubric))

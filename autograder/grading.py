@@ -171,14 +171,14 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
     answers = grade.knowledge_answers or {}
     notes = () if grade.knowledge_answers is not None else (
         "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
-    entries = knowledge.grade(answers, part.points, knowledge.feedback_mode(part.settings))
-    withheld = any(e["status"] == "skipped" for e in entries)  # until the due date: not graded yet
+    entries = knowledge.grade(answers, part.points, part.settings)
+    withheld = any(e["status"] == "skipped" for e in entries)  # until the deadline: not graded yet
     shares = scoring.apportion(to_units(part.points), [1] * len(entries))
     rows = tuple(Row(e["name"], "knowledge", e["status"], round(share * e["score"] / e["max_score"]),
                      0 if withheld else share, e["output"]) for e, share in zip(entries, shares))
     return _with_part(replace(grade, rows=(*grade.rows, *rows)),
                       PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),
-                                graded=not withheld, notes=notes + (knowledge.WITHHELD_NOTE,) * withheld))
+                                graded=not withheld, notes=notes + (knowledge.withheld_note(part.settings),) * withheld))
 
 
 def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
@@ -417,7 +417,7 @@ def timing_counts(timing, device: str) -> bool:
 
 
 def _knowledge_scored(part) -> bool:
-    """False while the rubric withholds the knowledge check (before its due date)."""
+    """False while the rubric withholds the knowledge check (before its deadline)."""
     from autograder import knowledge
 
     return knowledge.feedback_mode(part.settings) == knowledge.PER_QUESTION

@@ -7,19 +7,22 @@ values assigned to Q<n>_ANSWER, through ast.literal_eval, so no student code eve
 
 Feedback: any feedback that depends on whether answers are right, a total included, lets a student
 find the key by resubmitting (changing one answer at a time and watching the total: 19 resubmissions
-did it). So until the due date the knowledge check is WITHHELD: its score is not given (the part is
+did it). So until the deadline the knowledge check is WITHHELD: its score is not given (the part is
 "not graded" in every result, its points not in the score) and the feedback says only what is
 wrong with the form of an answer (not answered, not a literal, the wrong kind of value), which the
-key does not decide. From rubric.toml's [parts.knowledge] `due` (a TOML date or date-time: set it to
-the last moment any submission is accepted, late ones included), each question's result is given,
-and a regrade then scores the part. Without `due` it stays withheld. `knowledge_feedback =
-"per_question"` gives each question's result always: for grading after the deadline only.
+key does not decide. The deadline is the last moment any submission is accepted, taken from the
+platform where it has one (Gradescope's late due date, else its due date: autograder/gradescope.py),
+else from rubric.toml's [parts.knowledge] `due`; from it each question's result is given, and a
+regrade then scores the part (`with_deadline`). Without any deadline, work graded where students can
+still resubmit against the feedback (`grade`, Gradescope) keeps it withheld, and collected work (a
+batch, the gradebook: `grade --after-due-date`) is scored. `knowledge_feedback = "per_question"`
+gives each question's result always: for grading after the deadline only.
 """
 import ast
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from autograder import toml
@@ -210,8 +213,7 @@ def _folded(source: str):
 
 
 WITHHELD = "withheld"
-WITHHELD_NOTE = ("withheld until the due date, so that resubmitting cannot reveal the answer key "
-                 "(rubric.toml [parts.knowledge] due); only the form of each answer is checked now")
+RUBRIC_DUE = "rubric.toml [parts.knowledge] due"  # where the deadline comes from when no platform gives one
 
 
 def feedback_mode(settings: dict, now: datetime | None = None) -> str:
@@ -220,36 +222,65 @@ def feedback_mode(settings: dict, now: datetime | None = None) -> str:
     a date, a date-time or unset."""
     if settings.get("knowledge_feedback") == PER_QUESTION:
         return PER_QUESTION
+    due = deadline(settings)
+    return PER_QUESTION if due is not None and (now or datetime.now(timezone.utc)) >= due else WITHHELD
+
+
+def deadline(settings: dict) -> datetime | None:
+    """The moment of the knowledge settings' `due`, time-zone aware: a bare date means the end of that
+    day, a date-time without offset the grading machine's time zone."""
     due = settings.get("due")
     if due is None:
-        return WITHHELD
-    if not isinstance(due, datetime):  # a bare date: the end of that day
+        return None
+    if not isinstance(due, datetime):
         due = datetime(due.year, due.month, due.day, 23, 59, 59)
-    if due.tzinfo is None:
-        due = due.astimezone()  # a local date-time means the grading machine's time zone
-    return PER_QUESTION if (now or datetime.now(timezone.utc)) >= due else WITHHELD
+    return due if due.tzinfo is not None else due.astimezone()
 
 
-def scored_after_due(rubric):
-    """`rubric` with the knowledge check scored per question: for grading that happens after the
-    due date by construction (`grade --after-due-date`: a TA's batch of collected work, nbgrader's
-    collected notebooks), whatever its [parts.knowledge] due says."""
+def parse_moment(text: str) -> datetime | date:
+    """An ISO 8601 date or date-time (Gradescope's "2026-12-10T23:59:00.000000-08:00" included), as the
+    rubric's `due` would hold it; ValueError otherwise."""
+    return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text)
+
+
+def with_deadline(rubric, due: datetime | date | None = None, due_from: str = "", collected: bool = False,
+                  now: datetime | None = None):
+    """`rubric` with its knowledge check decided once for a whole grade: scored per question, or
+    withheld with the deadline it waits for. `due`: the platform's deadline, which replaces the
+    rubric's own (`due_from` says whose it is, for the feedback); `collected`: the work was collected
+    after the deadline (no one can resubmit against this feedback), so it is scored whatever the dates."""
     part = rubric.parts.get("knowledge")
     if part is None:
         return rubric
-    settings = {**part.settings, "knowledge_feedback": PER_QUESTION}
+    settings = dict(part.settings)
+    if due is not None:
+        settings.update(due=due, due_from=due_from)
+    elif settings.get("due") is not None:
+        settings["due_from"] = RUBRIC_DUE
+    if collected or feedback_mode(settings, now) == PER_QUESTION:
+        settings["knowledge_feedback"] = PER_QUESTION
     return replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings=settings)})
 
 
-def grade(answers: dict, points: float, feedback: str, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:
-    """Result rows worth the rubric's `points` together, for `feedback` (feedback_mode of the rubric
-    being graded with): PER_QUESTION, one row per autograded question; WITHHELD, one row of status
-    "skipped" (not graded yet) that says only what is wrong with the form of answers, read without
-    the key."""
+def withheld_note(settings: dict) -> str:
+    """Why the knowledge check is not scored yet, and until when: the note on its part."""
+    due = deadline(settings)
+    until = (f"until {due:%Y-%m-%d %H:%M %Z}".rstrip() + f" ({settings.get('due_from') or RUBRIC_DUE})"
+             if due is not None else f"until the deadline (none is set: {RUBRIC_DUE}, or `grade --after-due-date` "
+                                     "for collected work)")
+    return (f"withheld {until}, so that resubmitting cannot reveal the answer key; only the form of each answer "
+            "is checked now")
+
+
+def grade(answers: dict, points: float, settings: dict, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:
+    """Result rows worth the rubric's `points` together, for the knowledge `settings` of the rubric
+    being graded with (feedback_mode): PER_QUESTION, one row per autograded question; WITHHELD, one
+    row of status "skipped" (not graded yet) that says only what is wrong with the form of answers,
+    read without the key."""
     graded = autograded(questions(path))
-    if feedback == WITHHELD:  # never the key: nothing here can depend on it
+    if feedback_mode(settings) == WITHHELD:  # never the key: nothing here can depend on it
         problems = [form_problem(q, answers.get(q.variable)) for q in graded]
-        return [withheld_row([p for p in problems if p], points)]
+        return [withheld_row([p for p in problems if p], points, deadline(settings))]
     each = points / len(graded)
     key = load_key() if key is None else key
     return [_row(q, *check(q, key[q.id], answers.get(q.variable)), each) for q in graded]
@@ -261,10 +292,11 @@ def _row(question: Question, passed: bool, message: str, each: float) -> dict:
             "output": message}
 
 
-def withheld_row(problems: list, points: float) -> dict:
-    """The knowledge check before the due date: nothing in it depends on the key."""
+def withheld_row(problems: list, points: float, due: datetime | None = None) -> dict:
+    """The knowledge check before the deadline (`due`, when one is known): nothing in it depends on the key."""
+    when = f"after the deadline ({due:%Y-%m-%d %H:%M %Z})".replace(" )", ")") if due else "after the deadline"
     output = (f"Your knowledge-check answers are kept. Whether they are right, and the {points:g} points, are given "
-              "after the due date; until then only the form of each answer is checked"
+              f"{when}; until then only the form of each answer is checked"
               + (":" + "".join(f"\n{line}" for line in problems) if problems else ", and every one is well formed."))
     return {"name": "knowledge check", "part": "knowledge", "question": None, "score": 0.0, "max_score": points,
             "status": "skipped", "output": output}  # scoring.Row's "not graded" status

@@ -15,15 +15,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import knowledge, stubs
+from autograder import knowledge
 from autograder.errors import clean_name, clean_text
-from autograder.paths import NOTEBOOK_SOURCES, REFERENCE
+from autograder.paths import COURSE, NOTEBOOK_SOURCES, REFERENCE
 
 ORACLES = Path(__file__).with_name("oracles.py")
 
 ASSIGNMENT = "mhsa"
 SOURCES = NOTEBOOK_SOURCES
 SOURCE_NOTEBOOK = f"course/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+COURSE_CONFIG = COURSE / "nbgrader_config.py"
 STUDENT_NOTEBOOK = f"assignment/{ASSIGNMENT}.ipynb"
 KNOWLEDGE_MODULE = "assignment/knowledge.py"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -223,15 +224,17 @@ def _dumps(notebook: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 
 def student_version(source: str) -> str:
+    """What `nbgrader generate_assignment` makes of `source`, with the course's own nbgrader_config.py
+    (its stubs name their function: course/mhsa_nbgrader/stubs.py), in a scratch course folder."""
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
 
     with tempfile.TemporaryDirectory(prefix="mhsa-generate-") as scratch:
         notebook = Path(scratch, "source", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
         notebook.parent.mkdir(parents=True)
         notebook.write_text(source)
-        config = Config()
+        config = PyFileConfigLoader(COURSE_CONFIG.name, path=str(COURSE_CONFIG.parent)).load_config()
         config.CourseDirectory.root = scratch
         config.CourseDirectory.assignment_id = ASSIGNMENT
         config.GenerateAssignment.no_database = True  # what `--no-db` sets: the cells are the same
@@ -241,13 +244,8 @@ def student_version(source: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """A notebook as _dumps writes it: nbgrader's output in a byte-stable form, its bare stubs
-    (`raise NotImplementedError()`) given the message of the .py stubs."""
-    released = json.loads(text)
-    for cell in released["cells"]:
-        if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("solution"):
-            cell["source"] = stubs.named_raises("".join(cell["source"]))
-    return _dumps(released)
+    """A notebook as _dumps writes it: nbgrader's output in a byte-stable form."""
+    return _dumps(json.loads(text))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 import shutil
 from pathlib import Path
 
-from autograder import paths, rubric
+from autograder import doc_numbers, notebook, paths, rubric
 from autograder.paths import REFERENCE, REPO
 from autograder.stubs import generate_stubs, solution_lines
 
@@ -11,25 +11,40 @@ RUBRIC_REFERENCE = "docs/rubric.md"  # every key of rubric.toml, from the schema
 
 
 def generated_files() -> dict:
-    """Committed file (relative path) -> the text the single source of truth generates for it."""
+    """Committed file (relative path) -> the text the single source of truth generates for it: the
+    reference's stubs and notebooks, the rubric's reference page, and the rubric's numbers in the
+    handout and the docs (autograder/doc_numbers.py)."""
     reference = REFERENCE.read_text()
     stubs = generate_stubs(reference)
+    course_rubric = rubric.load()
     # The bundled examples are real files, not links: a grader never follows a link (it could lead
     # to the reference), so linked examples would be skipped.
-    files = {"assignment/mhsa.py": stubs, "examples/submissions/stubs.py": stubs,
-             "examples/submissions/reference_copy.py": reference,
-             RUBRIC_REFERENCE: rubric.describe()}
-    try:
-        from autograder import notebook  # the nbgrader source notebook, where the course has one
-    except ImportError:
-        return files
-    return files | notebook.generated_files(rubric.load())
+    return {"assignment/mhsa.py": stubs, "examples/submissions/stubs.py": stubs,
+            "examples/submissions/reference_copy.py": reference,
+            RUBRIC_REFERENCE: rubric.describe(),
+            **notebook.generated_files(course_rubric), **doc_numbers.generated_files(course_rubric)}
 
 
 def stale_files() -> list:
     """Generated files whose committed text differs from what the reference generates now."""
     return [path for path, text in generated_files().items()
             if (REPO / path).is_symlink() or not (REPO / path).is_file() or (REPO / path).read_text() != text]
+
+
+class StaleFiles(RuntimeError):
+    """Nothing is built from a tree whose generated files are out of date: what students get, and the
+    bundle that grades them, would follow different sources."""
+
+    def __init__(self, what: str, stale: list):
+        super().__init__(f"{what} is not built: generated files are out of date ({', '.join(stale)}); "
+                         "run `python -m autograder release --write` first")
+
+
+def refuse_stale(what: str) -> None:
+    """Raise StaleFiles, naming `what` is not built and why, when a generated file is out of date."""
+    stale = stale_files()
+    if stale:
+        raise StaleFiles(what, stale)
 
 
 def write_generated() -> list:
@@ -57,10 +72,7 @@ def build_release(out: Path) -> Path:
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose a new folder")
-    stale = stale_files()
-    if stale:
-        raise RuntimeError(f"generated files are out of date: {', '.join(stale)}; run "
-                           "`python -m autograder release --write` first")
+    refuse_stale("the student release")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
     for item in RELEASE_CONTENT:
         source = REPO / item

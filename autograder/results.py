@@ -14,9 +14,12 @@ of the rows shown and each part's score the sum of its rows.
 import csv
 import io
 import json
+import math
 import os
 import re
 import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import carry_forward, scoring
@@ -177,6 +180,7 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
             "printed_output": printable(grade.output[-TEXT_CAP:]),
+            "graded_with": dict(grade.produced_by),
         },
     }
     if grade.status == HELD:
@@ -337,16 +341,133 @@ def write_grades_csv(folder: Path, names, rubric) -> list:
 
 
 def csv_header(rubric) -> list:
-    return ["submission", "score", "max_score", *rubric.parts, "isolation", "status", "review"]
+    return ["submission", "score", "max_score", "left_out", *rubric.parts, "isolation", "status", "review"]
 
 
 def csv_row(name: str, data: dict, rubric) -> list:
-    """One grades.csv row from a results.json (a part not graded is blank)."""
+    """One grades.csv row from a results.json (a part not graded is blank; left_out says what the
+    maximum does not hold, and why)."""
     extra = data["extra_data"]
     scores = extra.get("parts", {})
-    return [clean_name(name), data["score"], extra.get("max_score", ""),
+    return [clean_name(name), data["score"], extra.get("max_score", ""), left_out_cell(left_out(data, rubric)),
             *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
             extra.get("isolation", ""), extra.get("status", "graded"), review_cell(data)]
+
+
+# ------------------------------------------------------------------------------------------------
+# What a stated maximum leaves out of the rubric's points, and why: every output that carries a total
+# (grades.csv, the batch's summary, the class report and its exports) says it in these words, so that
+# two totals of the same work that differ say how
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Points of the rubric that a result's maximum does not hold, and why."""
+    part: str      # "" where the results do not say which parts the points are
+    points: float
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.part} {self.points:g} ({self.why})" if self.part else f"{self.points:g} points ({self.why})"
+
+
+# The grader's notes on a part it did not grade, in a few words. A note none of these match is shown as
+# it was written (its first line): the reason is always the grader's own, never a guess.
+SHORT_REASONS = (
+    # knowledge.withheld_note: "withheld until <when> (<whose deadline>), so that resubmitting ..."
+    (re.compile(r"(withheld until .+?), so that\b.*", re.S), r"\1"),
+    # gpu_checks.grading without CUDA: "CUDA timing skipped: no CUDA device on this machine (torch ...)"
+    (re.compile(r"CUDA timing skipped: no CUDA device\b.*", re.S), "not timed: no CUDA device"),
+    # grading.grade_knowledge where the key is absent (a student's release)
+    (re.compile(r"(the answer key is not in this copy of the repository): not graded here", re.S), r"\1"),
+)
+LEFT_OUT_SEPARATOR = "; "  # between the things one maximum leaves out; never inside a reason
+REASON_CAP = 160
+
+
+def left_out(data: dict, rubric) -> list:
+    """What the maximum a results file states leaves out of the rubric's points, as LeftOut items: each
+    part recorded as not graded (its points, why from its notes); then any points of the rubric the
+    results do not account for otherwise, named by part where the rubric's parts missing from the
+    results add up to them exactly, else as points the results do not say the parts of (a result
+    without a grade records no parts). [] for results that state no maximum of this grader's."""
+    extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+    maximum = extra.get("max_score")
+    if not _finite(maximum):
+        return []
+    parts = extra["parts"] if isinstance(extra.get("parts"), dict) else {}
+    rubric_points = {name: part.points for name, part in rubric.parts.items()}
+    found = [LeftOut(name, _recorded_points(info, rubric_points.get(name, 0.0)), _why_not_graded(info.get("notes")))
+             for name, info in parts.items() if isinstance(info, dict) and not info.get("graded", True)]
+    unaccounted = (to_units(sum(rubric_points.values())) - to_units(maximum)
+                   - sum(to_units(item.points) for item in found))
+    absent = {name: worth for name, worth in rubric_points.items() if name not in parts}
+    if unaccounted > 0 and sum(to_units(worth) for worth in absent.values()) == unaccounted:
+        found += [LeftOut(name, worth, "not in the results") for name, worth in absent.items()]
+    elif unaccounted > 0:
+        status = extra.get("status", "graded")
+        found.append(LeftOut("", points(unaccounted), "the results do not say which parts" if status in ("graded", HELD)
+                             else f"no grade ({status}): no parts recorded"))
+    return [item for item in found if item.points > 0]
+
+
+def _recorded_points(info: dict, rubric_points: float) -> float:
+    """A part's points as its record states them; the rubric's where it states none (an older grader
+    wrote 0 for a part it did not grade)."""
+    recorded = info.get("max_score")
+    return float(recorded) if _finite(recorded) and recorded > 0 else rubric_points
+
+
+def _finite(value) -> bool:
+    """A number a results file may state (JSON also reads NaN and Infinity, and a hand-edited file may hold them)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _why_not_graded(notes) -> str:
+    notes = [n for n in notes if isinstance(n, str) and n.strip()] if isinstance(notes, list) else []
+    for note in notes:
+        for pattern, short in SHORT_REASONS:
+            if found := pattern.fullmatch(note.strip()):
+                return _reason(found.expand(short))
+    return _reason(", ".join(n.strip().splitlines()[0] for n in notes)) if notes else "not graded, no reason recorded"
+
+
+def _reason(text: str) -> str:
+    return printable(text, cap=REASON_CAP, one_line=True).replace(";", ",")
+
+
+def left_out_cell(items) -> str:
+    """grades.csv's left_out cell (and the class report's): "" when nothing is left out."""
+    return LEFT_OUT_SEPARATOR.join(map(str, items))
+
+
+def left_out_counts(cells: list) -> str:
+    """Each thing that the left_out `cells` (one per result) hold, and for how many of them:
+    "knowledge 5 (why) for all 3; timing 5 (why) for 2"; "" when none holds anything."""
+    counts = Counter(item for cell in cells for item in cell.split(LEFT_OUT_SEPARATOR) if item)
+    return LEFT_OUT_SEPARATOR.join(f"{item} for {'all ' if n == len(cells) > 1 else ''}{n}"
+                                   for item, n in counts.items())
+
+
+def left_out_lines(maxima_and_cells: list, noun: str) -> list:
+    """What the maxima of a set of results leave out, in lines: `maxima_and_cells` holds a (maximum as
+    shown, left_out cell) per result, `noun` names one result ("submission"). First, where the results
+    do not all have the same maximum, a line saying so; then a line for each maximum that leaves
+    something out. [] where one maximum leaves nothing out: nothing to say."""
+    cells = {}
+    for maximum, cell in maxima_and_cells:
+        cells.setdefault(maximum, []).append(cell)
+    ordered = sorted(cells.items(), key=lambda kv: -len(kv[1]))
+    lines = [f"not every {noun} has the same maximum: "
+             + ", ".join(f"{maximum} for {_count(len(group), noun)}" for maximum, group in ordered)] \
+        if len(cells) > 1 else []
+    lines += [f"the maximum ({maximum}) of {_count(len(group), noun)} leaves out: {counts}"
+              for maximum, group in ordered if (counts := left_out_counts(group))]
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # ------------------------------------------------------------------------------------------------

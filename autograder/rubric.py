@@ -194,13 +194,16 @@ SCHEMA = (
                             for k in TIMING_SETTINGS)),
     Table("parts.timing.cpu.configs.NAME", "One family of shapes timed on the CPU (CPU-sized).", TIMING_CONFIG),
     Table("parts.knowledge", "The knowledge check (course/notebook/knowledge.toml), graded by the "
-          "`grade_knowledge` stage. Withheld (the form of answers only, no score) until `due`.", (
+          "`grade_knowledge` stage. Withheld (the form of answers only, no score) until the deadline: "
+          "Gradescope's late due date (else its due date) on Gradescope, `grade --due` where given, else `due`.", (
               *_part_keys(),
               Key("enabled", *ENABLED, "false: the knowledge check is not graded at all (no row, not in the maximum)"),
-              Key("due", "date or date-time", None, "from this moment each question's result is given and the part "
-                  "is scored (set it to the last moment any submission is accepted, late ones included; a date "
-                  "means the end of that day, a date-time without offset the grading machine's time zone); "
-                  "unset: withheld until `grade --after-due-date`"),
+              Key("due", "date or date-time", None, "the deadline where no platform gives one (Gradescope's own "
+                  "dates replace it): from this moment each question's result is given and the part is scored "
+                  "(set it to the last moment any submission is accepted, late ones included; a date means the "
+                  "end of that day, a date-time without offset the grading machine's time zone); unset: a batch "
+                  "and nbgrader's gradebook grade collected work and score it, `grade` and Gradescope without "
+                  "dates withhold it (`grade --after-due-date` scores it)"),
               Key("knowledge_feedback", "string", None, "`per_question` scores and shows each question always: "
                   "only for grading after the deadline, since any score shown before it, a total included, lets "
                   "a student find the key by resubmitting; unset: decided by `due`", choices=(PER_QUESTION,)))),

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from autograder import paths, results
 from autograder.errors import clean_name
-from autograder.grade_file import GradeOptions, grade_one, kill_after, timeout_message, write_failure
+from autograder.grade_file import GradeOptions, grade_one, graded_with, kill_after, timeout_message, write_failure
 from autograder.worker import signal_name
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.slot")
@@ -86,6 +86,7 @@ class Attempt:
     ended: str = ""               # how the grader ended without answering: "signal SIGSEGV", "exit status 1"
     timed_out: bool = False
     tail: str = ""                # the grader's last output, for a crash report
+    produced_by: dict = field(default_factory=dict)  # grade_file.graded_with, for a failure's results too
 
 
 def child_env() -> dict:
@@ -102,7 +103,7 @@ class Slot:
     """A runner's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
 
     def __init__(self, command: list, options: GradeOptions, log: Path):
-        self.log = log
+        self.log, self.options = log, options
         with open(log, "ab") as sink:  # the slot keeps its own copy of the descriptor
             self.process = subprocess.Popen([*command, *options.to_argv()], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=sink, cwd=paths.REPO, env=child_env(),
@@ -125,9 +126,9 @@ class Slot:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def send(self, name: str, path: Path, target: Path) -> None:
+    def send(self, name: str, path: Path, target: Path, rubric) -> None:
         """Hand the slot a job; its clock starts now and restarts when the slot begins it."""
-        self.job = Attempt(name)
+        self.job = Attempt(name, produced_by=graded_with(path, self.options, rubric))
         self.log_offset = self.log.stat().st_size
         try:
             self.process.stdin.write(json.dumps({"id": name, "path": str(path), "results": str(target)}) + "\n")
@@ -196,7 +197,7 @@ class Slot:
 def grade_in_slot(slot: Slot, sub: Submission, target: Path, rubric, isolation: str, max_units: int) -> str:
     """Hand `slot` one submission and wait for its end; its results file is at `target` whatever
     happens. Returns the status."""
-    slot.send(sub.name, sub.path, target)
+    slot.send(sub.name, sub.path, target, rubric)
     while (attempt := slot.check(kill_after(rubric))) is None:
         time.sleep(POLL_S)
     return settle(attempt, target, rubric, isolation, max_units)
@@ -231,7 +232,7 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
                     slot = slots[i] = Slot([*command], options, logs / f"slot-{i}.log")
                 if todo and not slot.busy:
                     sub = todo.pop(0)
-                    slot.send(sub.name, sub.path, out / f"{sub.name}.json")
+                    slot.send(sub.name, sub.path, out / f"{sub.name}.json", rubric)
             time.sleep(POLL_S)
             running(sum(s is not None and s.busy for s in slots))
             for slot in slots:
@@ -262,7 +263,7 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
                    f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
     write_failure(target, attempt.name, status, message, rubric, max_units, isolation,
-                  elapsed=time.monotonic() - attempt.started)
+                  elapsed=time.monotonic() - attempt.started, produced_by=attempt.produced_by)
     return status
 
 

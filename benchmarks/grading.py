@@ -159,7 +159,7 @@ def time_batch(way: str, folder: Path, out: Path, jobs: int, baseline: Path | No
         if way == "before":
             options = Namespace(path=folder, out=out, jobs=jobs, force=False, suite="all", isolation="auto",
                                 timeout=None, hide=[], batch=True, timing_device=None, scheduler=None,
-                                days_late=0.0, after_due_date=False, rubric=REPO / "rubric.toml")
+                                days_late=0.0, after_due_date=False, due=None, due_from="", rubric=REPO / "rubric.toml")
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 batch_module.run(options, command=(sys.executable, "-c", PROCESS_PER_SUBMISSION))
         else:

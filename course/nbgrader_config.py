@@ -13,7 +13,7 @@ REPO = COURSE.parent
 sys.path[:0] = [str(COURSE)] + ([str(REPO)] if (REPO / "autograder").is_dir() else [])
 
 from autograder.paths import put_environment_first  # noqa: E402
-from mhsa_nbgrader import feedback, sandbox  # noqa: E402
+from mhsa_nbgrader import feedback, sandbox, stubs  # noqa: E402
 
 # `.venv/bin/nbgrader` without an activated environment: the gradebook starts `alembic` by name.
 put_environment_first()
@@ -26,6 +26,10 @@ c.CourseDirectory.course_id = "mhsa"
 # nbgrader's default exchange, named here because the kernel must not see it either (it holds
 # every student's submission): change it here if you use another.
 c.Exchange.root = "/srv/nbgrader/exchange"
+
+# Each stub in the student's notebook names its function and the handout's section, as
+# assignment/mhsa.py's do, instead of nbgrader's bare `raise NotImplementedError()` (mhsa_nbgrader/stubs.py).
+c.GenerateAssignment.preprocessors = stubs.preprocessors()
 
 # The student's kernel: sandboxed where bubblewrap works (mhsa_nbgrader/sandbox.py), without the
 # course folder and the exchange; a cell may run for 2 minutes (the first imports torch).

@@ -24,9 +24,15 @@ from autograder import rubric as rubric_file
 REPO = rubric_file.REPO
 RUBRIC = rubric_file.load()
 # Stands in for a grader slot (`python -m autograder.slot OPTIONS`, one JSON job a line on stdin): what
-# it does depends on the submission's name.
+# it does depends on the submission's name. Its results say what produced them, as a grade's do.
 FAKE_SLOT = f"FORMAT = {results.FORMAT}\n" + textwrap.dedent("""
-    import json, os, signal, sys, time
+    import argparse, json, os, signal, sys, time
+    from pathlib import Path
+    from autograder import rubric as rubric_file
+    from autograder.grade_file import GradeOptions, graded_with
+    parser = argparse.ArgumentParser()
+    GradeOptions.add_arguments(parser)
+    options = GradeOptions.from_args(parser.parse_args())
     for line in sys.stdin:
         job = json.loads(line)
         sub, results, name = job["path"], job["results"], os.path.basename(job["path"])
@@ -40,7 +46,8 @@ FAKE_SLOT = f"FORMAT = {results.FORMAT}\n" + textwrap.dedent("""
             continue
         data = {"score": 7.5, "execution_time": 0.1, "output": " ".join(sys.argv[1:]), "tests": [],
                 "extra_data": {"format": FORMAT, "submission": name, "max_score": 90.0, "isolation": "process", "status": "graded",
-                               "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}}}}
+                               "parts": {"sdpa": {"score": 7.5, "max_score": 20.0, "graded": True, "notes": []}},
+                               "graded_with": graded_with(Path(sub), options, rubric_file.load(options.rubric))}}
         if "empty" in name:
             data.update(score=0.0, output="This submission could not be graded: the folder holds no mhsa.py")
             data["extra_data"].update(status="error", parts={})
@@ -55,7 +62,7 @@ FAKE = (sys.executable, "-c", FAKE_SLOT)
 def batch_args(folder, out, **overrides):
     return Namespace(**{"path": folder, "out": out, "jobs": 2, "force": False, "suite": "public", "isolation": "process",
                         "timeout": None, "hide": [], "batch": True, "timing_device": None, "days_late": 0.0,
-                        "after_due_date": False, "rubric": paths.RUBRIC_FILE, **overrides})
+                        "after_due_date": False, "due": None, "due_from": "", "rubric": paths.RUBRIC_FILE, **overrides})
 
 
 def read_csv(out):
@@ -93,7 +100,7 @@ def test_every_outcome_gets_a_results_file_and_a_csv_row(tmp_path, capsys, monke
                for n in ("slow", "segv", "empty", "noresults"))
     rows = read_csv(out)
     assert list(next(csv.reader((out / "grades.csv").open()))) == \
-        ["submission", "score", "max_score", *RUBRIC.parts, "isolation", "status", "review"]
+        ["submission", "score", "max_score", "left_out", *RUBRIC.parts, "isolation", "status", "review"]
     assert rows["good"]["sdpa"] == "7.5" and rows["good"]["heads"] == "" and rows["good"]["status"] == "graded"
     assert {rows[n]["status"] for n in ("slow", "segv", "empty", "noresults")} == {"timeout", "crashed", "error"}
     assert rows["slow"]["score"] == "0.0" and rows["slow"]["max_score"] == "90.0"
@@ -152,7 +159,8 @@ def test_a_killed_batch_resumes_without_recomputing_finished_grades(tmp_path):
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("[abc].json") if p.name in done} == done
     rows = read_csv(out)
     assert set(rows) == {"a", "b", "c"} and all(r["status"] == "graded" and r["score"] == "0.0" for r in rows.values())
-    assert f"{len(done)} of 3 submissions already graded: skipped" in rerun.stderr
+    assert f"{len(done)} of 3 submissions already graded by this grader, rubric, options and submission: kept" \
+        in rerun.stderr
 
 
 @pytest.mark.parametrize("problem, message", [("not_a_folder", "needs a folder"), ("no_out", "needs --out")])
@@ -164,12 +172,62 @@ def test_a_batch_without_a_folder_or_an_output_is_refused(tmp_path, capsys, prob
 
 
 def test_summary_prints_a_score_table_per_part():
-    table = [["submission", "score", "max_score", "sdpa", "heads", "timing", "isolation", "status", "review"],
-             ["alice", 25.5, 30.0, 20.0, 5.5, "", "sandbox", "graded", ""],
-             ["bob", 0.0, 30.0, "", "", "", "sandbox", "timeout", ""]]
+    table = [["submission", "score", "max_score", "left_out", "sdpa", "heads", "timing", "isolation", "status", "review"],
+             ["alice", 25.5, 30.0, "", 20.0, 5.5, "", "sandbox", "graded", ""],
+             ["bob", 0.0, 30.0, "", "", "", "", "sandbox", "timeout", ""]]
     text = batch.summary(table, Path("out"), total=2, graded_now=2)
     header, alice, bob = text.splitlines()[:3]
     assert header.split() == ["submission", "score", "sdpa", "heads", "timing", "status"]
     assert alice.split() == ["alice", "25.5/30", "20", "5.5", "-", "graded"]
     assert bob.split() == ["bob", "0/30", "-", "-", "-", "timeout"]
     assert "no grade (timeout, crash or error) for: bob" in text
+
+
+def test_a_rerun_regrades_what_changed_and_says_why(tmp_path, capsys, monkeypatch):
+    """A kept grade is keyed by what produced it: the grader, the rubric, the options and the
+    submission's bytes. A rerun regrades exactly the grades whose producer changed, and says how many
+    and why; what did not change is kept as it is."""
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    for name in ("ann", "ben", "cid"):
+        (folder / f"{name}.py").write_text(f"# {name}\n")
+
+    def rerun(**overrides) -> tuple:
+        before = {p.stem: p.stat().st_ino for p in out.glob("*.json")}
+        assert batch.run(batch_args(folder, out, **overrides), command=FAKE) == 0
+        regraded = {p.stem for p in out.glob("*.json") if before.get(p.stem) != p.stat().st_ino}
+        return regraded, capsys.readouterr().err
+
+    assert rerun()[0] == {"ann", "ben", "cid"}
+    regraded, said = rerun()
+    assert not regraded and "3 of 3 submissions already graded by this grader, rubric, options and submission: kept" in said
+
+    (folder / "ben.py").write_text("# ben, resubmitted\n")
+    regraded, said = rerun()
+    assert regraded == {"ben"} and "regrading 1 of 3: the submission changed" in said
+
+    points = rubric_file.RUBRIC_FILE.read_text().replace("points = 20", "points = 25", 1)
+    (tmp_path / "rubric.toml").write_text(points)
+    regraded, said = rerun(rubric=tmp_path / "rubric.toml")
+    assert regraded == {"ann", "ben", "cid"} and "regrading 3 of 3: the rubric graded with changed" in said
+
+    regraded, said = rerun(rubric=tmp_path / "rubric.toml", timeout=5.0)
+    assert regraded == {"ann", "ben", "cid"} and "regrading 3 of 3: the grade options changed" in said
+
+    monkeypatch.setattr(paths, "grader_checksum", lambda root=paths.REPO: "a-fixed-hidden-test")
+    regraded, said = rerun(rubric=tmp_path / "rubric.toml", timeout=5.0)
+    assert regraded == {"ann", "ben", "cid"} and "regrading 3 of 3: the grader changed" in said
+
+
+def test_a_results_file_that_does_not_say_what_produced_it_is_regraded(tmp_path, capsys):
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    (folder / "ann.py").write_text("")
+    batch.run(batch_args(folder, out), command=FAKE)
+    data = json.loads((out / "ann.json").read_text())
+    del data["extra_data"]["graded_with"]
+    (out / "ann.json").write_text(json.dumps(data))
+    capsys.readouterr()
+    batch.run(batch_args(folder, out), command=FAKE)
+    assert "regrading 1 of 1: its results file does not say what produced it" in capsys.readouterr().err
+    assert json.loads((out / "ann.json").read_text())["extra_data"]["graded_with"]

@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from autograder import release
+from autograder import release, results
+from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources, tables
 from autograder.paths import REPO
 from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, Tables,
                                         assert_page_matches_csv, by_first, make_class, read_csv, report)
 
 ASSIGNMENT = "MHSA (4711)"
+RUBRIC = rubric_file.load()
 # gpu_checks' text for the reference timed on the CPU (`grade reference/mhsa.py --timing-device cpu`), two cases kept
 REAL_CPU_TIMING = """\
 Timing against the reference on the CPU (not a GPU: CPU-sized configs from the rubric's [parts.timing.cpu]) \
@@ -146,7 +148,7 @@ def test_hardest_tests_carry_the_docstring_of_the_test():
     descriptions = tables.test_descriptions()
     assert descriptions[("hidden", "block", "test_defaults_match_torch")].startswith(
         "TransformerBlock(d_model, num_heads, d_ff) is nn.TransformerEncoderLayer's default layout")
-    record = sources.from_results(json.loads((DATA / "buggy_no_scale.json").read_text()), "x")
+    record = sources.from_results(json.loads((DATA / "buggy_no_scale.json").read_text()), "x", RUBRIC)
     rows = tables.hardest_tests([record], descriptions).rows
     described = {row[2]: row[5] for row in rows}
     assert described["block::test_defaults_match_torch"] == descriptions[("hidden", "block", "test_defaults_match_torch")]
@@ -179,7 +181,7 @@ def test_generic_export_uses_the_course_maximum_for_everyone(generated):
     assert {r[7] for r in rows[1:]} == {"95"}
     other = next(r for r in rows if r[5] == facts.other_maximum)
     assert other[8] == f"{100 * float(other[6]) / 95:.1f}"
-    assert f"another maximum than the course's 95: {facts.other_maximum} (100)" in stdout
+    assert f"another maximum than the course's 95: {facts.other_maximum} (100, leaving out nothing)" in stdout
     assert next(r for r in rows if r[5] == "student31")[6] == ""
     assert next(r for r in rows if r[5] == facts.names[-1])[:5] == ["", "", "", "", ""]  # not on the roster
 
@@ -321,21 +323,21 @@ def test_forbidden_apis_come_from_the_grader_s_list_never_from_its_texts():
     data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]
     data["extra_data"]["parts"]["mhsa"]["notes"] = ["line 3: imports torch.ops, which this assignment does not allow",
                                                     "another note"]
-    assert sources.from_results(data, "x").forbidden == data["extra_data"]["forbidden"]
+    assert sources.from_results(data, "x", RUBRIC).forbidden == data["extra_data"]["forbidden"]
     del data["extra_data"]["forbidden"]
     runtime = ("MultiHeadSelfAttention used torch function scaled_dot_product_attention, which this assignment "
                "forbids: implement attention yourself with matmul, softmax and friends")
     data["tests"][0]["output"] = f"output differs\nThis part scores 0: {runtime}"
-    assert sources.from_results(data, "x").forbidden == []
+    assert sources.from_results(data, "x", RUBRIC).forbidden == []
     data["extra_data"]["forbidden"] = [runtime, 7, runtime]  # as a hand-edited file might hold it
-    assert sources.from_results(data, "x").forbidden == [runtime]
+    assert sources.from_results(data, "x", RUBRIC).forbidden == [runtime]
 
 
 def test_results_with_missing_fields_are_still_read(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({"score": 3, "tests": [{"name": "odd"}], "extra_data": {}}))
     (tmp_path / "b.json").write_text(json.dumps({"score": 5}))
     (tmp_path / "notes.json").write_text(json.dumps(["not", "results"]))
-    kind, records = sources.load(tmp_path)
+    kind, records = sources.load(tmp_path, RUBRIC)
     assert kind == sources.BATCH and [(r.name, r.score, r.status) for r in records] == [("a", 3.0, "graded"),
                                                                                         ("b", 5.0, "graded")]
 

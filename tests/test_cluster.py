@@ -80,6 +80,9 @@ def test_a_cluster_grades_like_the_local_batch_even_when_a_worker_dies(tmp_path,
                                for name in found if found[name] != expected.get(name)}
     assert expected["reference_copy"][1] == "graded" and expected["stubs"][0] < expected["reference_copy"][0]
     assert "[6/6]" in remote_output and (tmp_path / "cluster" / "grades.csv").read_text().count("\n") == 7
+    # What the workers graded with is what this machine expects: a rerun keeps every grade.
+    again = grade_batch(folder, tmp_path / "cluster", "--scheduler", cluster.address).communicate(timeout=600)[0]
+    assert "6 of 6 submissions already graded by this grader, rubric, options and submission: kept" in again, again
 
 
 def test_cluster_mode_refuses_the_process_level(tmp_path):

@@ -29,8 +29,9 @@ def cuda_env(tmp_path_factory):
     return os.environ | {"PYTHONPATH": path}
 
 
-def check_complete(data: dict, name: str):
-    """A graded result with every part, timing graded on the CPU, and rows that add up."""
+def check_complete(data: dict, name: str, collected: bool = False):
+    """A graded result with every part, timing graded on the CPU, and rows that add up. `collected`:
+    a batch, which with no deadline anywhere scores the knowledge check (a lone .py: 0 of it)."""
     extra = data["extra_data"]
     assert extra["status"] == "graded", data["output"]
     assert set(extra["parts"]) >= {"sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge"}
@@ -38,8 +39,12 @@ def check_complete(data: dict, name: str):
     assert timing["graded"] and timing["max_score"] == 5.0, timing
     timing_row = next(t for t in data["tests"] if t["tags"] == ["timing"])
     assert "(CPU)" in timing_row["name"] and timing_row["status"] in ("passed", "failed")
-    assert extra["max_score"] == 95.0, "the code parts and timing; the knowledge check waits for its due date"
-    assert not extra["parts"]["knowledge"]["graded"]
+    if collected:
+        assert extra["max_score"] == 100.0, "the code parts, timing and the knowledge check"
+        assert extra["parts"]["knowledge"]["graded"] and extra["parts"]["knowledge"]["score"] == 0
+    else:
+        assert extra["max_score"] == 95.0, "the code parts and timing; the knowledge check waits for its deadline"
+        assert not extra["parts"]["knowledge"]["graded"]
     assert round(sum(t["score"] for t in data["tests"] if "score" in t), 4) == data["score"]
     assert extra["submission"] == name
 
@@ -64,7 +69,7 @@ def test_batch_on_a_cuda_machine_with_timing_on_the_cpu(cuda_env, tmp_path):
                            "--jobs", "1", "--timing-device", "cpu"], cwd=paths.REPO, env=cuda_env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    check_complete(json.loads((out / "alice.json").read_text()), "alice")
+    check_complete(json.loads((out / "alice.json").read_text()), "alice", collected=True)
 
 
 def test_gradescope_on_a_cuda_machine_with_timing_on_the_cpu(cuda_env, tmp_path):

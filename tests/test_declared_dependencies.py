@@ -37,6 +37,7 @@ from packaging.version import Version
 
 import setup_venv
 from autograder import notebook, toml
+from autograder import rubric as rubric_file
 from autograder.isolation import sandbox_available
 from autograder.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
 from tests import fresh_machine
@@ -202,7 +203,10 @@ def test_the_core_grades_one_file_checks_it_and_grades_a_batch(core, core_batch)
     assert scored and float(scored[1]) == float(scored[2]) > 0, output(checked)
     rows = grades(core_batch)
     assert {row["status"] for row in rows.values()} == {"graded"} and len(rows) == 3, rows
-    assert float(rows["reference_copy"]["score"]) == float(rows["reference_copy"]["max_score"]) > 0
+    # A batch grades collected work, knowledge check included; a lone .py holds no answers: 0 of it.
+    knowledge_points = rubric_file.load().parts["knowledge"].points
+    assert float(rows["reference_copy"]["knowledge"]) == 0
+    assert float(rows["reference_copy"]["score"]) + knowledge_points == float(rows["reference_copy"]["max_score"]) > 0
     assert float(rows["stubs"]["score"]) == 0
 
 

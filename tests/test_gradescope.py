@@ -62,10 +62,10 @@ def test_the_bundle_holds_every_module_its_code_imports(bundle):
     assert code_imported_by(unlisted) - unlisted == {"autograder/diagnosis/probes.py"}
 
 
-def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str = "") -> dict:
+def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str = "", metadata: dict | None = None) -> dict:
     """Lay out ROOT/source (the unzipped bundle), ROOT/submission and ROOT/results, run
     ROOT/source/run_autograder as Gradescope would, and return results.json. `knowledge_due`: a
-    TOML date for the rubric's [parts.knowledge] due."""
+    TOML date for the rubric's [parts.knowledge] due; `metadata`: ROOT/submission_metadata.json."""
     root = tmp_path / "autograder"
     with zipfile.ZipFile(bundle) as z:
         z.extractall(root / "source")
@@ -77,6 +77,8 @@ def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str 
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, root / "submission" / name)
     (root / "results").mkdir()
+    if metadata is not None:
+        (root / "submission_metadata.json").write_text(json.dumps(metadata))
     env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     done = subprocess.run([str(root / "source" / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=900)
@@ -113,12 +115,21 @@ def right_answers(tmp_path) -> Path:
     return path
 
 
+def gradescope_metadata(due: str, late_due: str | None, created: str = "2026-12-01T10:00:00.000000-08:00") -> dict:
+    """submission_metadata.json as Gradescope writes it (the fields the grader reads, and a few more)."""
+    return {"id": 123456, "created_at": created, "submission_method": "upload",
+            "assignment": {"due_date": due, "late_due_date": late_due, "release_date": "2026-11-01T00:00:00.000000-07:00",
+                           "title": "MHSA", "total_points": "100.0"},
+            "users": [{"email": "student@example.com", "id": 1234, "name": "Student User"}], "previous_submissions": []}
+
+
 def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
     """Uploaded inside a folder, as a zip of the repository would put it, with the knowledge check
-    beside mhsa.py: every part is graded, the knowledge check included, and all earn full marks."""
+    beside mhsa.py, regraded after Gradescope's due date (the rubric sets none): every part is
+    graded, the knowledge check included, and all earn full marks."""
     data = run_autograder(bundle, tmp_path, {"my-work/assignment/mhsa.py": REPO / "reference" / "mhsa.py",
                                              "my-work/assignment/knowledge.py": right_answers(tmp_path)},
-                          knowledge_due="2000-01-01")
+                          metadata=gradescope_metadata("2026-12-02T23:59:00.000000-08:00", None))
     check_gradescope_format(data)
     graded = {name: p for name, p in data["extra_data"]["parts"].items() if p["graded"]}
     assert {"sdpa", "heads", "masks", "mhsa", "block", "knowledge"} <= set(graded)
@@ -126,6 +137,44 @@ def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
     assert data["score"] == data["extra_data"]["max_score"] > 0
     # public and hidden test rows, and rubric.toml's [results] part_rows: one summary row per part
     assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden", "part"}
+
+
+@pytest.mark.parametrize("late_due, scored", [("2999-12-31T23:59:00.000000-08:00", False),
+                                              ("2026-12-03T01:00:00.000000-08:00", True)])
+def test_gradescopes_own_deadline_decides_the_knowledge_check(bundle, tmp_path, late_due, scored):
+    """Gradescope's dates, not a second one in rubric.toml: while its late due date is ahead anyone can
+    still resubmit, so the check is withheld and says until when; once it has passed a regrade scores it."""
+    data = run_autograder(bundle, tmp_path, {"mhsa.py": REPO / "assignment" / "mhsa.py",
+                                             "knowledge.py": right_answers(tmp_path)},
+                          metadata=gradescope_metadata("2026-12-01T23:59:00.000000-08:00", late_due))
+    part = data["extra_data"]["parts"]["knowledge"]
+    points = rubric_file.load().parts["knowledge"].points
+    assert part["graded"] is scored and part["score"] == (points if scored else 0)
+    assert data["score"] == (points if scored else 0), "the stubs earn nothing else"
+    if not scored:
+        assert any("until 2999-12-31" in note and "Gradescope's late due date" in note for note in part["notes"])
+        row = next(t for t in data["tests"] if t["tags"] == ["knowledge"])
+        assert "after the deadline (2999-12-31" in row["output"]
+
+
+def test_after_the_deadline_gradescope_and_a_batch_give_the_same_score_and_maximum(bundle, tmp_path):
+    """The same files by two routes: Gradescope's regrade after its late due date, and a TA's batch of
+    the collected work (no due date anywhere)."""
+    work = tmp_path / "subs" / "ann"
+    work.mkdir(parents=True)
+    shutil.copyfile(REPO / "reference" / "mhsa.py", work / "mhsa.py")
+    shutil.copyfile(right_answers(tmp_path), work / "knowledge.py")
+    gradescope_results = run_autograder(bundle, tmp_path, {"mhsa.py": work / "mhsa.py", "knowledge.py": work / "knowledge.py"},
+                                        metadata=gradescope_metadata("2026-12-01T23:59:00.000000-08:00",
+                                                                     "2026-12-02T23:59:00.000000-08:00"))
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "subs"), "--batch", "--out",
+                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    batch_results = json.loads((tmp_path / "out" / "ann.json").read_text())
+    for data in (gradescope_results, batch_results):
+        assert data["extra_data"]["parts"]["knowledge"]["graded"]
+    assert (gradescope_results["score"], gradescope_results["extra_data"]["max_score"]) == \
+        (batch_results["score"], batch_results["extra_data"]["max_score"])
 
 
 def test_the_stubs_get_nothing(bundle, tmp_path):

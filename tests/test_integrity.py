@@ -147,8 +147,8 @@ def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
 def test_the_class_reports_integrity_section_lists_holds_and_decisions():
     from autograder.classreport import sources, tables
 
-    held = sources.from_results(held_results("alice"), "alice")
-    released = sources.from_results(results.decide(held_results("bob"), "release"), "bob")
+    held = sources.from_results(held_results("alice"), "alice", FAST)
+    released = sources.from_results(results.decide(held_results("bob"), "release"), "bob", FAST)
     rows = tables.integrity([held, released]).rows
     assert ["alice", "held for review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows
     assert ["bob", "released after review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows

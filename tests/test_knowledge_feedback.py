@@ -57,7 +57,7 @@ def test_resubmitting_before_the_due_date_reveals_nothing_about_the_key():
         shown = json.loads(seen.pop())
         assert shown["extra_data"]["parts"]["knowledge"]["graded"] is False and shown["score"] == 0
         row = next(t for t in shown["tests"] if t["tags"] == ["knowledge"])
-        assert "status" not in row and "after the due date" in row["output"]
+        assert "status" not in row and "after the deadline" in row["output"]
     after = {student_view(AFTER_DUE, answers([q.id])) for q in QUESTIONS}
     assert len(after) == len(QUESTIONS), "after the due date each question's result is shown"
 
@@ -149,5 +149,50 @@ def test_the_after_due_date_option_reaches_a_batchs_graders():
 
     assert "--after-due-date" in GradeOptions(after_due_date=True).to_argv()
     assert "--after-due-date" not in GradeOptions(after_due_date=False).to_argv()
-    scored = knowledge.scored_after_due(rubric_file.load())
+    scored = GradeOptions(after_due_date=True).scored(rubric_file.load())
     assert knowledge.feedback_mode(scored.parts["knowledge"].settings) == knowledge.PER_QUESTION
+
+
+def with_due(due) -> "rubric_file.Rubric":
+    rubric = rubric_file.load()
+    part = rubric.parts["knowledge"]
+    return replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings={**part.settings, "due": due})})
+
+
+@pytest.mark.parametrize("rubric_due, platform_due, mode", [
+    (None, None, knowledge.WITHHELD),                          # no deadline anywhere: withheld where one resubmits
+    (date(2000, 1, 1), None, knowledge.PER_QUESTION),          # the rubric's, passed
+    (date(2999, 1, 1), None, knowledge.WITHHELD),              # the rubric's, ahead
+    (date(2999, 1, 1), "2000-01-01T00:00:00+00:00", knowledge.PER_QUESTION),  # the platform's replaces it
+    (date(2000, 1, 1), "2999-01-01T00:00:00+00:00", knowledge.WITHHELD),      # ... either way
+])
+def test_the_platforms_deadline_replaces_the_rubrics(rubric_due, platform_due, mode):
+    from autograder.grade_file import GradeOptions
+
+    options = GradeOptions(due=platform_due, due_from="Gradescope's late due date")
+    settings = options.scored(with_due(rubric_due)).parts["knowledge"].settings
+    assert knowledge.feedback_mode(settings) == mode
+    if mode == knowledge.WITHHELD and (rubric_due or platform_due):
+        whose = "Gradescope's late due date" if platform_due else knowledge.RUBRIC_DUE
+        assert whose in knowledge.withheld_note(settings) and "until 2999-01-01" in knowledge.withheld_note(settings)
+
+
+@pytest.mark.parametrize("rubric_due, collected", [(None, True), (date(2999, 1, 1), False), (date(2000, 1, 1), False)])
+def test_a_batch_grades_collected_work_unless_a_deadline_is_ahead(rubric_due, collected):
+    """No deadline anywhere: a batch grades work no one resubmits against its feedback (collected);
+    a deadline, passed or ahead, decides by itself."""
+    from autograder.grade_file import GradeOptions
+
+    assert GradeOptions().for_collected_work(with_due(rubric_due)).after_due_date is collected
+    assert GradeOptions(due="2999-01-01").for_collected_work(with_due(None)).after_due_date is False
+
+
+def test_the_gradebook_says_when_nbgraders_due_date_is_still_ahead():
+    """nbgrader keeps its due date naive, in UTC. The gradebook scores collected notebooks as nbgrader
+    does, and says so while that date is ahead: releasing feedback then would show the key."""
+    from autograder.commands.gradebook import deadline_ahead
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+    assert "still ahead" in deadline_ahead(datetime(2026, 12, 3, 13, 0), now)
+    assert "2026-12-03 13:00 UTC" in deadline_ahead(datetime(2026, 12, 3, 13, 0), now)
+    assert deadline_ahead(datetime(2026, 12, 3, 11, 0), now) == "" and deadline_ahead(None, now) == ""

@@ -82,7 +82,7 @@ def test_a_batch_gives_the_time_bomb_the_same_grade(time_bomb_by_grade, tmp_path
     folder.mkdir()
     (folder / "time_bomb.py").write_text(TIME_BOMB)
     args = Namespace(path=folder, out=out, jobs=1, force=False, suite="public", isolation="process", timeout=2.0,
-                     hide=[], batch=True, timing_device=None, days_late=0.0, after_due_date=False,
+                     hide=[], batch=True, timing_device=None, days_late=0.0, after_due_date=False, due=None, due_from="",
                      rubric=rubric_file.RUBRIC_FILE)
     assert batch.run(args) == 0
     data = json.loads((out / "time_bomb.json").read_text())

@@ -98,6 +98,25 @@ def test_generate_assignment_gives_the_committed_student_notebook(course):
     assert notebook.normalize(release.read_text()) == (REPO / notebook.STUDENT_NOTEBOOK).read_text()
 
 
+def stub_raises(text: str) -> dict:
+    """Solution cell -> its `raise NotImplementedError(...)` lines, for the cells that hold one."""
+    cells = {cell["id"]: [line.strip() for line in "".join(cell["source"]).splitlines() if "NotImplementedError" in line]
+             for cell in json.loads(text)["cells"]
+             if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("solution")}
+    return {cell: lines for cell, lines in cells.items() if lines}
+
+
+def test_generate_assignment_gives_each_stub_the_committed_notebooks_message(course):
+    """nbgrader's own release, as the course's nbgrader_config.py runs it, untouched by any rewriting:
+    every stub names its function and the handout, as in the committed notebook and assignment/mhsa.py."""
+    released = stub_raises((course / "release" / notebook.ASSIGNMENT / f"{notebook.ASSIGNMENT}.ipynb").read_text())
+    assert released == stub_raises((REPO / notebook.STUDENT_NOTEBOOK).read_text())
+    stubs = [line.strip() for line in (REPO / "assignment" / "mhsa.py").read_text().splitlines()
+             if "NotImplementedError(" in line]
+    assert sorted(line for lines in released.values() for line in lines) == sorted(stubs)
+    assert "raise NotImplementedError()" not in stubs
+
+
 def test_autograde_scores_reference_untouched_and_buggy_notebooks(course):
     full = rubric_points()
     assert part_scores(course, "reference") == full  # torch's warnings on stderr cost nothing

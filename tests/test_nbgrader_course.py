@@ -319,3 +319,19 @@ def test_the_minimum_policy_and_the_late_penalty_follow_the_stored_scores(course
     assert float(row["late_submission_penalty"]) == float(row["raw_score"]) and float(row["score"]) == 0
     run(["autograder", "gradebook", "--course", str(root), "--student", LATE_STUDENT, "--write"], REPO, check=False)
     assert snapshot(root)[LATE_STUDENT] == course["written"][LATE_STUDENT]
+
+
+def test_a_batch_gives_a_collected_notebook_the_gradebooks_score_and_maximum(course, tmp_path):
+    """The same notebook by two routes: the gradebook's isolated grade and `grade --batch` on the
+    collected file (no due date anywhere: both grade collected work, knowledge check included)."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for student in (FULL, WRONG_ANSWERS):
+        shutil.copyfile(course["root"] / "submitted" / student / A / f"{A}.ipynb", subs / f"{student}.ipynb")
+    run(["autograder", "grade", str(subs), "--batch", "--out", str(tmp_path / "out"), "--jobs", "2"], REPO)
+    for student in (FULL, WRONG_ANSWERS):
+        batch = json.loads((tmp_path / "out" / f"{student}.json").read_text())
+        isolated = isolated_results(course["root"], student)
+        assert (batch["score"], batch["extra_data"]["max_score"]) == \
+            (isolated["score"], isolated["extra_data"]["max_score"]), student
+        assert batch["extra_data"]["parts"]["knowledge"]["graded"], "collected work: the knowledge check is scored"

@@ -139,8 +139,8 @@ def test_solution_cells_and_imports_make_the_module(tmp_path):
 def test_grade_knowledge():
     key = knowledge.load_key()
     points = rubric.load().parts["knowledge"].points
-    full = knowledge.grade({f"{qid}_ANSWER": value for qid, value in key.items()}, points, knowledge.PER_QUESTION)
-    empty = knowledge.grade({}, points, knowledge.PER_QUESTION)
+    full = knowledge.grade({f"{qid}_ANSWER": value for qid, value in key.items()}, points, {"knowledge_feedback": knowledge.PER_QUESTION})
+    empty = knowledge.grade({}, points, {"knowledge_feedback": knowledge.PER_QUESTION})
     assert sum(r["score"] for r in full) == pytest.approx(points) and sum(r["max_score"] for r in full) == pytest.approx(points)
     assert sum(r["score"] for r in empty) == 0 and {r["status"] for r in empty} == {"failed"}
     assert {"name", "part", "question", "score", "max_score", "status", "output"} <= set(full[0])

@@ -31,7 +31,7 @@ def test_every_grade_option_survives_its_argv_form(tmp_path):
     """What a runner hands a slot (to_argv) is what the slot grades with (add_arguments, from_args)."""
     options = GradeOptions(suite="public", timeout=2.5, isolation="process", timing_device="cpu", days_late=1.25,
                            hide=(tmp_path / "subs", tmp_path / "out"), after_due_date=True,
-                           rubric=tmp_path / "course-rubric.toml")
+                           due="2026-12-10T23:59:00-08:00", due_from="Gradescope's late due date", rubric=tmp_path / "course-rubric.toml")
     unchanged = [f.name for f in fields(GradeOptions) if getattr(options, f.name) == f.default]
     assert not unchanged, f"give these a value other than the default, so that their argv form is tested: {unchanged}"
     assert parsed(options.to_argv()) == options

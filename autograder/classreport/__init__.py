@@ -10,7 +10,9 @@ import io
 from pathlib import Path
 
 from autograder import results
+from autograder import rubric as rubric_file
 from autograder.classreport import exports, page, similarity, sources, tables
+from autograder.results import left_out_cell  # `build`'s argument `results` is the folder it reads
 
 REPORT = "report.html"
 GENERIC_EXPORT = "grades-export.csv"
@@ -19,15 +21,19 @@ CANVAS_EXPORT = "canvas.csv"
 
 def build(results: Path, out: Path, submissions: Path | None = None, roster: Path | None = None,
           canvas_assignment: str | None = None, threshold: float = similarity.THRESHOLD) -> tuple:
-    """Write the report and exports into `out`; returns ([files written], [warnings])."""
-    kind, records = sources.load(results)
+    """Write the report and exports into `out`; returns ([files written], [warnings]). What each maximum
+    leaves out is of the repository's rubric.toml, the rubric a batch grades with unless told otherwise."""
+    course_rubric = rubric_file.load()
+    kind, records = sources.load(results, course_rubric)
     out.mkdir(parents=True, exist_ok=True)
     warnings = []
     maximum, outliers = tables.course_maximum(records)
     if outliers:
         warnings.append(f"graded with another maximum than the course's {maximum:g}: "
-                        + ", ".join(f"{r.name} ({r.max_score:g})" for r in outliers)
-                        + f"; the exports use {maximum:g} for everyone")
+                        + ", ".join(f"{r.name} ({r.max_score:g}, leaving out "
+                                    f"{left_out_cell(r.left_out) or 'nothing'})" for r in outliers)
+                        + f"; the exports use {maximum:g} for everyone, and the mean and median are of points "
+                          "out of different maxima")
     part_names = list(dict.fromkeys(p for r in records for p, info in r.parts.items() if info.get("graded")))
 
     summary = tables.summary(records, maximum)
@@ -60,6 +66,9 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
         text, canvas_warnings = exports.canvas_csv(rows, maximum, canvas_assignment)
         written.append(_write(out / CANVAS_EXPORT, text))
         export_warnings += canvas_warnings
+    exported = f"{GENERIC_EXPORT} and {CANVAS_EXPORT}" if canvas_assignment else GENERIC_EXPORT
+    export_warnings += exports.points_possible_warnings(records, maximum, exported, course_rubric,
+                                                        from_nbgrader=kind == sources.NBGRADER)
     warnings = list(dict.fromkeys(warnings + roster_warnings + export_warnings))
     title = f"Class report: {len(records)} results ({sources.KINDS[kind]})"
     written.insert(0, _write(out / REPORT, page.page(title, sections, warnings)))

@@ -2,13 +2,15 @@
 
 Every row carries the course's maximum (the most common graded maximum). A student on the roster
 without a grade gets an explicit blank and a warning, never a silent 0: in Canvas a blank leaves the
-cell ungraded, a 0 would count.
+cell ungraded, a 0 would count. What that maximum leaves out of the rubric, and how nbgrader's total
+for the same course differs, comes with the exports as warnings.
 """
 import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import knowledge, notebook, results
 from autograder.results import SpreadsheetWriter
 
 # Canvas's gradebook import: these five identity columns, then one column per assignment; the row
@@ -122,3 +124,48 @@ def canvas_csv(rows, maximum, assignment: str) -> tuple:
 
 def _points(maximum) -> str:
     return "" if maximum is None else f"{maximum:g}"
+
+
+def points_possible_warnings(records, maximum, files: str, rubric, from_nbgrader: bool) -> list:
+    """What the `files`' points possible (the course `maximum`) leave out of the rubric, and how
+    nbgrader's total for this course differs from them: nbgrader's notebook holds the written questions
+    (graded by hand in nbgrader's formgrader, their points in knowledge.toml) and no part outside the
+    notebook (notebook.OUTSIDE_NOTEBOOK). [] where neither has anything to add to the maximum."""
+    if maximum is None:
+        return []
+    in_notebook = {name: part.points for name, part in rubric.parts.items() if name not in notebook.OUTSIDE_NOTEBOOK}
+    outside = {name: part.points for name, part in rubric.parts.items() if name in notebook.OUTSIDE_NOTEBOOK}
+    # The written questions come with the notebook's knowledge check, or not at all (notebook.knowledge_section).
+    written = [q for q in knowledge.questions() if not q.autograded and q.points] if "knowledge" in rubric.parts else []
+    nbgrader_total = sum(in_notebook.values()) + sum(q.points for q in written)
+    by_hand = (f"the written questions {', '.join(q.id for q in written)} ({sum(q.points for q in written):g} "
+               "points, graded by hand in nbgrader's formgrader only)") if written else ""
+    if from_nbgrader:  # the maximum is nbgrader's own: what this course's notebook holds
+        holds = _clauses(f"it holds {by_hand}" if by_hand else "", _not_in_notebook(outside))
+        return [f"the points possible in {files} ({maximum:g}) are nbgrader's; this course's notebook totals "
+                f"{nbgrader_total:g}: {holds}"] if holds else []
+    at_maximum = [r for r in records if r.graded and r.max_score == maximum]
+    if not at_maximum:  # no grade says what the maximum holds
+        return []
+    warnings = []
+    leaves_out = results.left_out_counts([results.left_out_cell(r.left_out) for r in at_maximum])
+    if leaves_out:
+        warnings.append(f"the points possible in {files} ({maximum:g}) leave out: {leaves_out}")
+    left_out_parts = {item.part for r in at_maximum for item in r.left_out}
+    adds = [f"{name} {worth:g}" for name, worth in in_notebook.items() if name in left_out_parts] + \
+        ([by_hand] if by_hand else [])
+    differences = _clauses(f"it adds {' and '.join(adds)}" if adds else "",
+                           _not_in_notebook({name: worth for name, worth in outside.items()
+                                             if name not in left_out_parts}))
+    if differences:
+        warnings.append(f"nbgrader's total for this course is {nbgrader_total:g}: {differences}")
+    return warnings
+
+
+def _not_in_notebook(parts: dict) -> str:
+    return f"it has no {', '.join(f'{name} {worth:g}' for name, worth in parts.items())} (not in the notebook)" \
+        if parts else ""
+
+
+def _clauses(*texts) -> str:
+    return "; ".join(text for text in texts if text)

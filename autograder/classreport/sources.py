@@ -36,6 +36,7 @@ class Record:
     status: str = "graded"                    # or timeout, crashed, error; "no submission" (nbgrader)
     isolation: str = ""
     parts: dict = field(default_factory=dict)  # part -> {score, max_score, graded, notes, diagnosis}
+    left_out: tuple = ()                      # what max_score leaves out of the rubric, and why (results.LeftOut)
     tests: list = field(default_factory=list)
     forbidden: list = field(default_factory=list)
     flags: list = field(default_factory=list)
@@ -63,10 +64,11 @@ def detect(path: Path) -> str:
                      "from a Gradescope export)")
 
 
-def load(path: Path) -> tuple:
-    """(kind, records sorted by name)."""
+def load(path: Path, rubric) -> tuple:
+    """(kind, records sorted by name); `rubric`: the course's, for what each maximum leaves out of it."""
     kind = detect(path)
-    records = {BATCH: _batch, GRADESCOPE: _gradescope, NBGRADER: _nbgrader}[kind](Path(path))
+    records = _nbgrader(Path(path)) if kind == NBGRADER else {BATCH: _batch, GRADESCOPE: _gradescope}[kind](
+        Path(path), rubric)
     return kind, sorted(records, key=lambda r: r.name)
 
 
@@ -79,7 +81,7 @@ def read_text(path: Path) -> str:
         raise OSError(str(err)) from None
 
 
-def from_results(data: dict, name: str, keys=()) -> Record:
+def from_results(data: dict, name: str, rubric, keys=()) -> Record:
     extra = data.get("extra_data") or {}
     parts = {p: dict(v) for p, v in (extra.get("parts") or {}).items() if isinstance(v, dict)}
     tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
@@ -87,18 +89,18 @@ def from_results(data: dict, name: str, keys=()) -> Record:
     score = data.get("score")
     return Record(name=clean_name(name), score=float(score) if isinstance(score, (int, float)) else None,
                   max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
-                  isolation=extra.get("isolation", ""), parts=parts, tests=tests,
-                  forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
+                  isolation=extra.get("isolation", ""), parts=parts, left_out=tuple(results.left_out(data, rubric)),
+                  tests=tests, forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
                   held=extra["held"] if isinstance(extra.get("held"), dict) else {},
                   keys=tuple(dict.fromkeys([name, *keys])), output=str(data.get("output") or ""))
 
 
-def _batch(folder: Path) -> list:
-    return [from_results(data, p.stem) for p in sorted(folder.glob("*.json"))
+def _batch(folder: Path, rubric) -> list:
+    return [from_results(data, p.stem, rubric) for p in sorted(folder.glob("*.json"))
             if (data := results.load_any(p)) is not None]
 
 
-def _gradescope(folder: Path) -> list:
+def _gradescope(folder: Path, rubric) -> list:
     """A Gradescope export: one folder per submission (submission_<id>/, holding results.json or
     results/results.json) and submission_metadata.yml naming each folder's submitters."""
     metadata = _gradescope_metadata(folder / "submission_metadata.yml")
@@ -110,7 +112,7 @@ def _gradescope(folder: Path) -> list:
         submitters = metadata.get(sub.name, [])
         name = ", ".join(s["name"] for s in submitters if s.get("name")) or sub.name
         keys = [sub.name, *(s.get(k) for s in submitters for k in ("sid", "email", "name") if s.get(k))]
-        records.append(from_results(results.load_any(found), name, keys))
+        records.append(from_results(results.load_any(found), name, rubric, keys))
     return records
 
 

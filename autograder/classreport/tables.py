@@ -8,6 +8,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from autograder import results
 from autograder.paths import SUITE_DIRS
 
 HARDEST_PER_PART = 5
@@ -52,27 +53,39 @@ def students(rows, part_names, maximum, roster: bool) -> Table:
         identity = [student.name, student.id or student.sis_user_id or student.login] if student else ["", ""]
         submission = r.name if r else student.submission
         if r is None:
-            grade = ["", "", "", *([""] * len(part_names)), "no submission", ""]
+            grade = ["", "", "", "", *([""] * len(part_names)), "no submission", ""]
         else:
             parts = [number(r.parts[p].get("score")) if r.parts.get(p, {}).get("graded") else "" for p in part_names]
-            grade = [number(r.score) if r.graded else "", number(r.max_score),
+            grade = [number(r.score) if r.graded else "", number(r.max_score), results.left_out_cell(r.left_out),
                      percent(r.score / maximum) if r.graded and maximum else "", *parts, r.status, r.isolation]
         table.append([*identity, submission, *grade] if roster else [submission, *grade])
-    columns = ["score", "max_score", f"percent of {maximum:g}" if maximum else "percent", *part_names, "status",
-               "isolation"]
+    columns = ["score", "max_score", "left_out", f"percent of {maximum:g}" if maximum else "percent", *part_names,
+               "status", "isolation"]
     return Table("students", "Students", ["student", "id", "submission", *columns] if roster else ["student", *columns],
                  table)
 
 
 def summary(records, maximum) -> Table:
-    scores = [r.score for r in records if r.graded]
+    """The class in numbers; with what the course maximum leaves out of the rubric, and the graded
+    results whose maximum is another (the mean and median are then of points out of different maxima)."""
+    graded = [r for r in records if r.graded]
+    scores = [r.score for r in graded]
     rows = [["results", str(len(records))], ["graded", str(len(scores))],
             ["without a grade", str(len(records) - len(scores))],
             ["course maximum", number(maximum)]]
+    leaves_out = results.left_out_counts([results.left_out_cell(r.left_out) for r in graded if r.max_score == maximum])
+    if leaves_out:
+        rows.append(["left out of the course maximum", leaves_out])
+    others = Counter(r.max_score for r in graded if r.max_score and r.max_score != maximum)  # course_maximum's outliers
+    if others:
+        rows.append(["graded out of another maximum",
+                     ", ".join(f"{number(m)} for {n}" for m, n in others.most_common())])
     if scores:
         rows += [["mean", number(statistics.mean(scores))], ["median", number(statistics.median(scores))],
                  ["full marks", percent(sum(s >= maximum - 1e-6 for s in scores) / len(scores)) if maximum else ""]]
-    return Table("summary", "Summary", ["measure", "value"], rows)
+    note = ("Not every graded result has the course maximum: the mean and median are of points out of different "
+            "maxima, and full marks are the course maximum's.") if others else ""
+    return Table("summary", "Summary", ["measure", "value"], rows, note=note)
 
 
 def part_scores(records, part_names) -> dict:

@@ -17,16 +17,18 @@ notebook's cells run again in the grader's worker. An isolated grade held for re
 with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
 flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
 this command's scores out, clears the flag and records the acceptance for that very notebook, so
-later runs leave it alone. Isolated results are cached per notebook checksum, so a report and a later
+later runs leave it alone. Isolated results are cached per notebook and what grades it (grade_file.graded_with), so a report and a later
 --write share one pass and a rerun after a crash resumes. One notebook that cannot be graded is
 reported and skipped: the others finish.
 """
 import hashlib
 import io
+import json
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder import results
@@ -120,6 +122,9 @@ def run(args) -> int:
             print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
                   "and autograde first")
             return EXIT_FAILED
+        ahead = deadline_ahead(gb.find_assignment(assignment).duedate)
+        if ahead:
+            print(ahead, file=sys.stderr)
         submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
         for student in students:
@@ -151,6 +156,20 @@ def run(args) -> int:
     if failed:
         print(f"no isolated grade (see the report): {', '.join(failed)}")
     return (EXIT_FLAGGED if flagged else 0) | (EXIT_FAILED if failed else 0)
+
+
+def deadline_ahead(duedate, now: datetime | None = None) -> str:
+    """What to say when nbgrader's due date for the assignment (naive UTC, as nbgrader keeps it) is
+    still ahead. The knowledge check is scored all the same, as nbgrader's own autograde scores it:
+    nbgrader's feedback reaches students only when released, so the due date is the instructor's to
+    keep there."""
+    if duedate is None:
+        return ""
+    due = duedate if duedate.tzinfo else duedate.replace(tzinfo=timezone.utc)
+    if (now or datetime.now(timezone.utc)) >= due:
+        return ""
+    return (f"nbgrader's due date for this assignment ({due:%Y-%m-%d %H:%M} UTC) is still ahead: the knowledge check is "
+            "scored per question, as nbgrader scores it; release feedback (nbgrader generate_feedback) only after it")
 
 
 def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
@@ -197,14 +216,13 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
     """Each student's isolated grade (student.results), from the cache or graded now; or why none
     (student.error). `command`: a stand-in for the grader slot, for tests."""
     from autograder import notebook, results
-    from autograder.grade_file import GradeOptions
+    from autograder.grade_file import GradeOptions, graded_with
     from autograder.isolation import resolve
     from autograder.slot import SLOT_COMMAND, Submission, grade_in_slots
     from autograder.submission import GradingError
 
-    # What an isolated grade depends on besides the notebook (paths.GRADER_FILES): a change to any of
-    # it invalidates the cache.
-    fingerprint = grader_checksum().encode()
+    # Collected notebooks: no one can resubmit against this feedback (knowledge scored per question).
+    options = GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
     todo = {}
     for student in students:
         if student.error:
@@ -214,8 +232,9 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         except GradingError as err:
             student.error = str(err)
             continue
-        digest = hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()
-        cached = store / "cache" / f"{digest}.json"
+        # Keyed by what produced the grade (grade_file.graded_with): a change to any of it regrades.
+        produced_by = json.dumps(graded_with(student.notebook, options, rubric), sort_keys=True).encode()
+        cached = store / "cache" / f"{hashlib.sha256(produced_by).hexdigest()}.json"
         student.results = None if args.force else results.load(cached, graded_only=True)
         if student.results is None:
             todo[student.name] = (student, cached)
@@ -223,8 +242,6 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         return
     print(f"grading {len(todo)} notebook(s) in isolation, {args.jobs} at a time "
           f"({len(students) - len(todo)} cached or without a notebook)", file=sys.stderr)
-    # Collected notebooks: no one can resubmit against this feedback (knowledge scored per question).
-    options = GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
     rubric = options.scored(rubric)
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-gradebook-"))
     done = []

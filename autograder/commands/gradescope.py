@@ -1,4 +1,5 @@
 """`gradescope OUT.zip`: the autograder bundle to upload to Gradescope (instructors only)."""
+import sys
 from pathlib import Path
 
 
@@ -10,8 +11,13 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from autograder import gradescope
+    from autograder import doc_numbers, gradescope, release
 
+    try:  # the bundle grades what the student release hands out: both come from the same sources
+        release.refuse_stale("the Gradescope bundle")
+    except (release.StaleFiles, doc_numbers.RegionError) as err:
+        print(err, file=sys.stderr)
+        return 2
     out = gradescope.build_bundle(args.out)
     print(f"Gradescope autograder written to {out}")
     return 0

@@ -1,7 +1,6 @@
 """`release`: build the student repository, or check/refresh the files generated from the reference."""
+import sys
 from pathlib import Path
-
-from autograder import release
 
 
 def add_parser(subparsers):
@@ -9,10 +8,20 @@ def add_parser(subparsers):
                               description="Without options, --check is implied when OUT is missing.")
     p.add_argument("out", nargs="?", type=Path, help="folder to write the student repository to (new)")
     p.add_argument("--check", action="store_true", help="fail if generated files are out of date")
-    p.add_argument("--write", action="store_true", help="regenerate stubs and notebook from the reference")
+    p.add_argument("--write", action="store_true", help="regenerate them: stubs, notebooks, the points in the handout and docs")
 
 
 def run(args) -> int:
+    from autograder import doc_numbers, release
+
+    try:
+        return _run(args, release)
+    except (FileExistsError, release.StaleFiles, doc_numbers.RegionError) as err:
+        print(err, file=sys.stderr)
+        return 2
+
+
+def _run(args, release) -> int:
     if args.write:
         for path in release.write_generated():
             print(f"regenerated {path}")
