@@ -193,9 +193,9 @@ def test_make_demo_grades_the_examples_in_the_venv(clone):
     assert set(rows) == {"reference_copy", "stubs", "buggy_no_scale"}, output(demo)
     assert {row["status"] for row in rows.values()} == {"graded"}, rows
     reference, stubs, buggy = rows["reference_copy"], rows["stubs"], rows["buggy_no_scale"]
-    # Every code part graded without CUDA (timing is blank) earns full marks; the knowledge check is
-    # withheld until the rubric's due date (the shipped rubric sets none), so it is blank too.
-    assert reference["timing"] == "" and reference["knowledge"] == ""
+    # Every code part graded without CUDA (timing is blank) earns full marks; a batch grades collected
+    # work, so the knowledge check is scored, and a lone .py holds no answers: 0 of it.
+    assert reference["timing"] == "" and float(reference["knowledge"]) == 0
     code = {name: part.points for name, part in rubric_file.load().parts.items()
             if part.functions and name != "timing"}
     assert {name: float(reference[name]) for name in code} == code, reference
