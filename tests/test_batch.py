@@ -181,6 +181,7 @@ def test_summary_prints_a_score_table_per_part():
     assert alice.split() == ["alice", "25.5/30", "20", "5.5", "-", "graded"]
     assert bob.split() == ["bob", "0/30", "-", "-", "-", "timeout"]
     assert "no grade (timeout, crash or error) for: bob" in text
+    assert "leaves out" not in text, "nothing left out of the maximum: nothing said of it"
 
 
 def test_a_rerun_regrades_what_changed_and_says_why(tmp_path, capsys, monkeypatch):

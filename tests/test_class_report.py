@@ -6,10 +6,11 @@ import re
 import statistics
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
-from autograder import release, results
+from autograder import knowledge, release
 from autograder import rubric as rubric_file
 from autograder.classreport import exports, sources, tables
 from autograder.paths import REPO
@@ -230,6 +231,86 @@ def test_a_non_submitter_in_a_canvas_export_is_warned_about_and_left_blank(tmp_p
     assert "stubs: graded but not on the roster" in run.stdout
 
 
+# The knowledge check withheld, as a grade before the rubric's due date writes it
+WITHHELD_NOTE = knowledge.withheld_note({"due": datetime(2999, 1, 1, tzinfo=timezone.utc)})
+
+
+def lms_class(folder, withheld: dict) -> dict:
+    """Results of ada, alan (buggy) and grace, timed on a GPU; the knowledge check withheld for the
+    students in `withheld`, scored for the others. Returns each student's results."""
+    folder.mkdir()
+    made = {}
+    for name, example in (("ada", "reference_copy"), ("alan", "buggy_no_scale"), ("grace", "reference_copy")):
+        data = json.loads((DATA / f"{example}.json").read_text())
+        parts = data["extra_data"]["parts"]
+        parts["timing"].update(score=5.0, max_score=5.0, graded=True, notes=[])
+        parts["knowledge"].update(score=0.0 if name in withheld else 5.0, max_score=5.0, graded=name not in withheld,
+                                  notes=[WITHHELD_NOTE] if name in withheld else [])
+        data["score"] = round(sum(p["score"] for p in parts.values() if p["graded"]), 4)
+        data["extra_data"]["max_score"] = sum(p["max_score"] for p in parts.values() if p["graded"])
+        (folder / f"{name}.json").write_text(json.dumps(data))
+        made[name] = data
+    return made
+
+
+def lms_report(tmp_path, withheld) -> tuple:
+    """`report --roster --format canvas` of lms_class: (its stdout, its output folder)."""
+    lms_class(tmp_path / "results", withheld)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("submission,name,id\nada,Ada,1\nalan,Alan,2\ngrace,Grace,3\n")
+    out = tmp_path / "out"
+    run = report(tmp_path / "results", "--roster", roster, "--format", "canvas", "--assignment", ASSIGNMENT,
+                 "--out", out)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout, out
+
+
+WRITTEN = [q for q in knowledge.questions() if not q.autograded]  # knowledge.toml's, graded by hand in nbgrader
+# nbgrader's maximum: every part but timing (not in the notebook), and the written questions
+NBGRADER_TOTAL = sum(p.points for name, p in RUBRIC.parts.items() if name != "timing") + sum(q.points for q in WRITTEN)
+
+
+def nbgrader_difference(adds: str) -> str:
+    """The warning comparing nbgrader's total with a batch's maximum, which leaves out `adds` too."""
+    return (f"nbgrader's total for this course is {NBGRADER_TOTAL:g}: it adds {adds}the written questions "
+            f"{', '.join(q.id for q in WRITTEN)} ({sum(q.points for q in WRITTEN):g} points, graded by hand in "
+            f"nbgrader's formgrader only); it has no timing {RUBRIC.parts['timing'].points:g} (not in the notebook)")
+
+
+def test_canvas_export_says_what_its_points_possible_leave_out_and_what_nbgrader_adds(tmp_path):
+    """The instructor's case: Canvas out of 95 with the knowledge check withheld, nbgrader out of more.
+    The export says what its points possible leave out and why, and what nbgrader's total holds
+    instead; a student graded out of another maximum is named with what theirs leaves out."""
+    stdout, out = lms_report(tmp_path, withheld={"ada", "alan"})
+    assert read_csv(out / "canvas.csv")[1] == ["Points Possible", "", "", "", "", "95"]
+    withheld = WITHHELD_NOTE.split(", so that")[0]
+    assert withheld.startswith("withheld until 2999-01-01")
+    left_out = f"knowledge 5 ({withheld})"
+    assert (f"warning: the points possible in grades-export.csv and canvas.csv (95) leave out: {left_out} for all 2"
+            in stdout.splitlines())
+    assert f"warning: {nbgrader_difference('knowledge 5 and ')}" in stdout.splitlines()
+    assert "another maximum than the course's 95: grace (100, leaving out nothing)" in stdout
+    summary = {row[0]: row[1] for row in read_csv(out / "report-summary.csv")[1:]}
+    assert summary["left out of the course maximum"] == f"{left_out} for all 2"
+    assert summary["graded out of another maximum"] == "100.00 for 1", "not averaged in silently"
+    header, *rows = read_csv(out / "report-students.csv")
+    assert {row[0]: row[header.index("left_out")] for row in rows} == {"Ada": left_out, "Alan": left_out, "Grace": ""}
+    page = html.unescape((out / "report.html").read_text())
+    assert f"leave out: {left_out} for all 2" in page and "different maxima" in page
+
+
+def test_an_export_with_nothing_left_out_says_nothing_of_it(tmp_path):
+    """Everything graded: blank cells, no row and no warning about the maximum; nbgrader's total still
+    differs (its written questions, no timing), and the warning says only that."""
+    stdout, out = lms_report(tmp_path, withheld=set())
+    assert "leave out" not in stdout and "another maximum" not in stdout
+    assert f"warning: {nbgrader_difference('')}" in stdout.splitlines()
+    summary = {row[0] for row in read_csv(out / "report-summary.csv")[1:]}
+    assert not summary & {"left out of the course maximum", "graded out of another maximum"}
+    header, *rows = read_csv(out / "report-students.csv")
+    assert {row[header.index("left_out")] for row in rows} == {""}
+
+
 def test_canvas_needs_a_roster(generated):
     facts, *_ = generated
     run = report(facts.results, "--format", "canvas", "--out", facts.results.parent / "no-roster")
@@ -289,6 +370,9 @@ def test_nbgrader_export_gives_totals_only_and_blank_for_no_submission(tmp_path)
     export = {r[5]: r for r in read_csv(tmp_path / "out" / "grades-export.csv")[1:]}
     assert export["grace"][6] == "" and export["ada"][6] == "80.00" and export["ada"][8] == "84.2"
     assert "grace: no grade (no submission): left blank, not 0" in run.stdout
+    # The maximum is nbgrader's own: what this course's notebook holds that other routes do not, and the reverse
+    assert ("the points possible in grades-export.csv (95) are nbgrader's; this course's notebook totals "
+            f"{NBGRADER_TOTAL:g}: it holds the written questions") in run.stdout
 
 
 def test_inputs_that_are_not_results_are_refused_with_the_reason(tmp_path):
