@@ -21,7 +21,7 @@ everything outside the regions stays as written. The names:
 import re
 from dataclasses import replace
 
-from autograder import grading, knowledge, notebook
+from autograder import grading, notebook
 from autograder.paths import REPO
 from autograder.scoring import UNITS
 
@@ -86,8 +86,8 @@ def texts(rubric) -> dict:
     # grading.timing_counts without a CUDA device: the part counts only where the rubric requires CUDA
     # or names the device.
     timing_left_out = timing is not None and timing.device == "auto" and not timing.require_cuda
-    in_notebook = sum(p.points for p in parts.values() if p.name not in notebook.OUTSIDE_NOTEBOOK)
-    written = sum(q.points for q in knowledge.questions() if not q.autograded) if "knowledge" in parts else 0.0
+    by_part, written_questions = notebook.nbgrader_points(rubric)
+    in_notebook, written = sum(by_part.values()), sum(q.points for q in written_questions)
     checked = counted_by_check(rubric)
     return {
         "total": number(total),

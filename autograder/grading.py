@@ -165,9 +165,9 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
     from autograder import knowledge
 
     if not paths.KNOWLEDGE_KEY.is_file():  # a student's release has no key: only instructors grade it
+        no_key = "the answer key is not in this copy of the repository"
         return _with_part(grade, PartScore("knowledge", part.title, 0, to_units(part.points), graded=False,
-                                           notes=("the answer key is not in this copy of the repository: "
-                                                  "not graded here",)))
+                                           notes=(f"{no_key}: not graded here",), left_out_because=no_key))
     answers = grade.knowledge_answers or {}
     notes = () if grade.knowledge_answers is not None else (
         "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
@@ -178,7 +178,8 @@ def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
                      0 if withheld else share, e["output"]) for e, share in zip(entries, shares))
     return _with_part(replace(grade, rows=(*grade.rows, *rows)),
                       PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),
-                                graded=not withheld, notes=notes + (knowledge.withheld_note(part.settings),) * withheld))
+                                graded=not withheld, notes=notes + (knowledge.withheld_note(part.settings),) * withheld,
+                                left_out_because=knowledge.withheld_reason(part.settings) if withheld else ""))
 
 
 def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
@@ -212,8 +213,9 @@ def timing_part(result: dict, part, device: str) -> tuple:
     max_units = to_units(part.points) if graded else 0
     row = Row(f"timing: speed against the reference ({device})", "timing", result["status"],
               units, max_units, result["output"])
+    left_out_because = "" if graded else result.get("left_out_because") or result["output"].strip().split("\n")[0]
     return row, PartScore("timing", part.title, units, to_units(part.points), graded=graded,
-                          notes=(result["output"],) if not graded else ())
+                          notes=(result["output"],) if not graded else (), left_out_because=left_out_because)
 
 
 def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:

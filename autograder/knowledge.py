@@ -262,14 +262,19 @@ def with_deadline(rubric, due: datetime | date | None = None, due_from: str = ""
     return replace(rubric, parts={**rubric.parts, "knowledge": replace(part, settings=settings)})
 
 
-def withheld_note(settings: dict) -> str:
-    """Why the knowledge check is not scored yet, and until when: the note on its part."""
+def withheld_reason(settings: dict) -> str:
+    """Why the knowledge check is not scored yet, in a few words: until when, and by whose deadline."""
     due = deadline(settings)
-    until = (f"until {due:%Y-%m-%d %H:%M %Z}".rstrip() + f" ({settings.get('due_from') or RUBRIC_DUE})"
-             if due is not None else f"until the deadline (none is set: {RUBRIC_DUE}, or `grade --after-due-date` "
-                                     "for collected work)")
-    return (f"withheld {until}, so that resubmitting cannot reveal the answer key; only the form of each answer "
-            "is checked now")
+    if due is None:
+        return (f"withheld until the deadline (none is set: {RUBRIC_DUE}, or `grade --after-due-date` "
+                "for collected work)")
+    return f"withheld until {due:%Y-%m-%d %H:%M %Z}".rstrip() + f" ({settings.get('due_from') or RUBRIC_DUE})"
+
+
+def withheld_note(settings: dict) -> str:
+    """The note on a withheld knowledge check: withheld_reason, and why it is withheld."""
+    return (f"{withheld_reason(settings)}, so that resubmitting cannot reveal the answer key; only the form of "
+            "each answer is checked now")
 
 
 def grade(answers: dict, points: float, settings: dict, key: dict | None = None, path: Path = QUESTIONS_FILE) -> list:

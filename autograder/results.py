@@ -152,7 +152,8 @@ def row_record(r: scoring.Row, md: bool) -> dict:
 def part_record(p: scoring.PartScore) -> dict:
     """extra_data["parts"][name]: a part's points, whether it was graded, its notes and diagnosis."""
     return {"score": p.score, "max_score": p.max_score, "graded": p.graded,
-            "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis}
+            "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis,
+            **({"left_out_because": printable(p.left_out_because)} if not p.graded else {})}
 
 
 def _format(text: str, md: bool) -> str:
@@ -371,16 +372,6 @@ class LeftOut:
         return f"{self.part} {self.points:g} ({self.why})" if self.part else f"{self.points:g} points ({self.why})"
 
 
-# The grader's notes on a part it did not grade, in a few words. A note none of these match is shown as
-# it was written (its first line): the reason is always the grader's own, never a guess.
-SHORT_REASONS = (
-    # knowledge.withheld_note: "withheld until <when> (<whose deadline>), so that resubmitting ..."
-    (re.compile(r"(withheld until .+?), so that\b.*", re.S), r"\1"),
-    # gpu_checks.grading without CUDA: "CUDA timing skipped: no CUDA device on this machine (torch ...)"
-    (re.compile(r"CUDA timing skipped: no CUDA device\b.*", re.S), "not timed: no CUDA device"),
-    # grading.grade_knowledge where the key is absent (a student's release)
-    (re.compile(r"(the answer key is not in this copy of the repository): not graded here", re.S), r"\1"),
-)
 LEFT_OUT_SEPARATOR = "; "  # between the things one maximum leaves out; never inside a reason
 REASON_CAP = 160
 
@@ -397,7 +388,7 @@ def left_out(data: dict, rubric) -> list:
         return []
     parts = extra["parts"] if isinstance(extra.get("parts"), dict) else {}
     rubric_points = {name: part.points for name, part in rubric.parts.items()}
-    found = [LeftOut(name, _recorded_points(info, rubric_points.get(name, 0.0)), _why_not_graded(info.get("notes")))
+    found = [LeftOut(name, _recorded_points(info, rubric_points.get(name, 0.0)), _why_not_graded(info))
              for name, info in parts.items() if isinstance(info, dict) and not info.get("graded", True)]
     unaccounted = (to_units(sum(rubric_points.values())) - to_units(maximum)
                    - sum(to_units(item.points) for item in found))
@@ -423,12 +414,13 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _why_not_graded(notes) -> str:
+def _why_not_graded(info: dict) -> str:
+    """The part record's own reason (part_record's left_out_because); for a results file without one
+    (another autograder's), the first line of its notes as written: never a guess."""
+    if isinstance(info.get("left_out_because"), str) and info["left_out_because"].strip():
+        return _reason(info["left_out_because"])
+    notes = info.get("notes")
     notes = [n for n in notes if isinstance(n, str) and n.strip()] if isinstance(notes, list) else []
-    for note in notes:
-        for pattern, short in SHORT_REASONS:
-            if found := pattern.fullmatch(note.strip()):
-                return _reason(found.expand(short))
     return _reason(", ".join(n.strip().splitlines()[0] for n in notes)) if notes else "not graded, no reason recorded"
 
 

@@ -54,6 +54,7 @@ class PartScore(Points):
     max_units: int
     graded: bool = True   # False: left out of the maximum (e.g. timing without CUDA)
     notes: tuple = ()     # why points were taken or why the part was not graded
+    left_out_because: str = ""  # when not graded, why in a few words (grades.csv's left_out, the report)
     diagnosis: str = ""   # the likely misconception behind this part's failures, if one matched
 
 

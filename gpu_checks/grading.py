@@ -34,7 +34,8 @@ def grade_timing(submission_path: Path, rubric, isolation, *, hidden=(), device:
         reason = no_cuda_reason()
         if part.require_cuda or os.environ.get(REQUIRE_CUDA_ENV) == "1":
             return _result("failed", 0.0, part.points, f"CUDA timing is required but could not run: {reason}", None)
-        return _result("skipped", 0.0, 0.0, f"CUDA timing skipped: {reason}", None)
+        return {**_result("skipped", 0.0, 0.0, f"CUDA timing skipped: {reason}", None),
+                "left_out_because": "not timed: no CUDA device"}
     session = time_submission(submission_path, rubric, isolation, device, seed, hidden)
     passed = session.passed
     return _result("passed" if passed else "failed", part.points if passed else 0.0, part.points, render(session),

@@ -232,7 +232,8 @@ def test_a_non_submitter_in_a_canvas_export_is_warned_about_and_left_blank(tmp_p
 
 
 # The knowledge check withheld, as a grade before the rubric's due date writes it
-WITHHELD_NOTE = knowledge.withheld_note({"due": datetime(2999, 1, 1, tzinfo=timezone.utc)})
+WITHHELD_SETTINGS = {"due": datetime(2999, 1, 1, tzinfo=timezone.utc)}
+WITHHELD_NOTE = knowledge.withheld_note(WITHHELD_SETTINGS)
 
 
 def lms_class(folder, withheld: dict) -> dict:
@@ -246,6 +247,8 @@ def lms_class(folder, withheld: dict) -> dict:
         parts["timing"].update(score=5.0, max_score=5.0, graded=True, notes=[])
         parts["knowledge"].update(score=0.0 if name in withheld else 5.0, max_score=5.0, graded=name not in withheld,
                                   notes=[WITHHELD_NOTE] if name in withheld else [])
+        if name in withheld:  # as results.part_record writes a part left out of the maximum
+            parts["knowledge"]["left_out_because"] = knowledge.withheld_reason(WITHHELD_SETTINGS)
         data["score"] = round(sum(p["score"] for p in parts.values() if p["graded"]), 4)
         data["extra_data"]["max_score"] = sum(p["max_score"] for p in parts.values() if p["graded"])
         (folder / f"{name}.json").write_text(json.dumps(data))

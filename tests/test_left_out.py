@@ -100,16 +100,19 @@ def test_a_result_without_a_grade_says_its_maximum_leaves_out_points_it_cannot_n
     assert dave["left_out"] == "10 points (no grade (timeout): no parts recorded)"
 
 
-def test_reasons_are_the_grader_s_notes_in_a_few_words_never_a_guess(monkeypatch):
-    def reason(notes, max_score=5.0):
+def test_reasons_are_the_graders_own_few_words_never_a_guess(monkeypatch):
+    """The reason is the one the grading stage recorded with the part (left_out_because); a results
+    file without one (another autograder's) shows the first line of its notes as written."""
+    def reason(notes, max_score=5.0, **recorded):
         data = {"extra_data": {"max_score": 95.0, "status": "graded", "parts": {
-            "knowledge": {"score": 0.0, "max_score": max_score, "graded": False, "notes": notes}}}}
+            "knowledge": {"score": 0.0, "max_score": max_score, "graded": False, "notes": notes, **recorded}}}}
         return [str(item) for item in results.left_out(data, RUBRIC)]
 
     monkeypatch.setattr(paths, "KNOWLEDGE_KEY", paths.REPO / "no-such-key.toml")  # a student's release
-    without_key = graded("erin", AFTER_DUE, TIMED)["extra_data"]["parts"]["knowledge"]["notes"]
-    assert reason(without_key) == ["knowledge 5 (the answer key is not in this copy of the repository)"]
-    assert reason([knowledge.withheld_note({})]) == [
+    without_key = graded("erin", AFTER_DUE, TIMED)["extra_data"]["parts"]["knowledge"]
+    assert reason(without_key["notes"], left_out_because=without_key["left_out_because"]) == [
+        "knowledge 5 (the answer key is not in this copy of the repository)"]
+    assert reason([knowledge.withheld_note({})], left_out_because=knowledge.withheld_reason({})) == [
         f"knowledge 5 ({knowledge.withheld_note({}).split(', so that')[0]})"]
     assert reason(["a note this grader does not write\nits second line"]) == [
         "knowledge 5 (a note this grader does not write)"], "shown as written, not reworded"

@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import knowledge, notebook, results
+from autograder import notebook, results
 from autograder.results import SpreadsheetWriter
 
 # Canvas's gradebook import: these five identity columns, then one column per assignment; the row
@@ -133,10 +133,8 @@ def points_possible_warnings(records, maximum, files: str, rubric, from_nbgrader
     notebook (notebook.OUTSIDE_NOTEBOOK). [] where neither has anything to add to the maximum."""
     if maximum is None:
         return []
-    in_notebook = {name: part.points for name, part in rubric.parts.items() if name not in notebook.OUTSIDE_NOTEBOOK}
-    outside = {name: part.points for name, part in rubric.parts.items() if name in notebook.OUTSIDE_NOTEBOOK}
-    # The written questions come with the notebook's knowledge check, or not at all (notebook.knowledge_section).
-    written = [q for q in knowledge.questions() if not q.autograded and q.points] if "knowledge" in rubric.parts else []
+    in_notebook, written = notebook.nbgrader_points(rubric)
+    outside = {name: part.points for name, part in rubric.parts.items() if name not in in_notebook}
     nbgrader_total = sum(in_notebook.values()) + sum(q.points for q in written)
     by_hand = (f"the written questions {', '.join(q.id for q in written)} ({sum(q.points for q in written):g} "
                "points, graded by hand in nbgrader's formgrader only)") if written else ""
