@@ -7,6 +7,7 @@ to provoke; the resume test runs the real command in a real subprocess and kills
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -232,3 +233,33 @@ def test_a_results_file_that_does_not_say_what_produced_it_is_regraded(tmp_path,
     batch.run(batch_args(folder, out), command=FAKE)
     assert "regrading 1 of 1: its results file does not say what produced it" in capsys.readouterr().err
     assert json.loads((out / "ann.json").read_text())["extra_data"]["graded_with"]
+
+
+def test_a_failure_result_says_what_produced_it_and_is_kept_while_nothing_changes(tmp_path, capsys, monkeypatch):
+    """A timeout or a crash is written by the runner, not the grade: it carries what produced it too,
+    so a rerun keeps it like any grade (a stuck submission is not retried for another 300 s every time)
+    and regrades it once its submission changes."""
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    for name in ("good.py", "slow.py", "segv.py"):
+        (folder / name).write_text("")
+    text = rubric_file.RUBRIC_FILE.read_text()
+    (tmp_path / "rubric.toml").write_text(re.sub(r"submission_timeout_s = \S+", "submission_timeout_s = 3", text))
+    monkeypatch.setattr(grade_file, "WRAP_UP_S", 0.5)
+    args = batch_args(folder, out, rubric=tmp_path / "rubric.toml")
+    assert batch.run(args, command=FAKE) == 0
+    first = {p.stem: p.stat().st_ino for p in out.glob("*.json")}
+    assert {json.loads((out / f"{n}.json").read_text())["extra_data"]["status"] for n in ("slow", "segv")} == \
+        {"timeout", "crashed"}
+    assert all(json.loads((out / f"{n}.json").read_text())["extra_data"]["graded_with"] for n in first)
+    capsys.readouterr()
+
+    assert batch.run(args, command=FAKE) == 0
+    assert {p.stem: p.stat().st_ino for p in out.glob("*.json")} == first
+    assert "3 of 3 submissions already graded by this grader, rubric, options and submission: kept" in \
+        capsys.readouterr().err
+
+    (folder / "segv.py").write_text("# fixed\n")
+    assert batch.run(args, command=FAKE) == 0
+    assert {p.stem for p in out.glob("*.json") if p.stat().st_ino != first[p.stem]} == {"segv"}
+    assert "regrading 1 of 3: the submission changed" in capsys.readouterr().err
