@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from autograder import rubric as rubric_file  # noqa: E402
+from autograder.core import rubric as rubric_file  # noqa: E402
 from tools import corpus, mutate  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def jobs(share: int, rubric) -> list:
 def grade_both(job) -> tuple:
     """(id, style, bug part, {part: lost points} without carrying forward, the same with it)."""
     key, style, part, source = job
-    from autograder.grading import grade
+    from autograder.pipeline.grading import grade
 
     rubric = rubric_file.load()
     lost = []

@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from autograder import toml  # noqa: E402
+from autograder.core import toml  # noqa: E402
 from tools import heldout, mutate  # noqa: E402
 
 COMMITTED = REPO / "corpus" / "generated-figures.toml"

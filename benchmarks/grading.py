@@ -39,8 +39,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from autograder import grading, isolation  # noqa: E402
-from autograder import rubric as rubric_file  # noqa: E402
+from autograder.core import rubric as rubric_file  # noqa: E402
+from autograder.isolation.host import levels as isolation  # noqa: E402
+from autograder.pipeline import grading
 
 REFERENCE = REPO / "reference" / "mhsa.py"
 BUGGY = REPO / "examples" / "submissions" / "buggy_no_scale.py"
@@ -146,11 +147,11 @@ for line in sys.stdin:
 
 def time_batch(way: str, folder: Path, out: Path, jobs: int, baseline: Path | None, scratch: Path) -> float:
     """Seconds of one batch of `folder` graded `way` into `out` (a new folder: nothing is resumed)."""
-    from autograder import batch as batch_module
+    from autograder.runners import batch as batch_module
 
     args = ["grade", str(folder), "--batch", "--out", str(out), "--jobs", str(jobs)]
     if way == "dask":
-        from autograder.cluster import LocalCluster
+        from autograder.runners.cluster import LocalCluster
 
         cluster = LocalCluster(scratch, workers=jobs)
         args += ["--scheduler", cluster.address]

@@ -38,7 +38,7 @@ FAMILIES = {
 CHILD = """
 import json, sys
 from pathlib import Path
-from autograder import grading
+from autograder.pipeline import grading
 collector = grading.ResultCollector()
 grading.run_pytest(Path(sys.argv[1]), ("public", "hidden"), collector)
 print(json.dumps({t.nodeid: t.hint for t in collector.results.values() if not t.passed}))
@@ -74,7 +74,7 @@ def main() -> int:
     import tempfile
 
     from tools.corpus import load_mutants
-    from autograder.paths import CORPUS
+    from autograder.core.paths import CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose suites give the hints")

@@ -64,7 +64,7 @@ class Group:
 
 def mutant_groups(manifest: str) -> list:
     from tools.corpus import load_mutants
-    from autograder.paths import CORPUS
+    from autograder.core.paths import CORPUS
 
     mutants = load_mutants(CORPUS / f"{manifest}.toml")
     files = {f"{manifest}/{m.id}": (f"{m.id}.py", m.source().encode()) for m in mutants}
@@ -114,7 +114,7 @@ def correct_groups() -> list:
     corpus/styles (other ways to write it), corpus/honest and corpus/honest_outside (students' habits:
     prints, plots, seeds, magics; the second written by people who never saw the grader's rules).
     A change to how points are shared between parts must leave each of these grades as it was."""
-    from autograder.paths import CORPUS
+    from autograder.core.paths import CORPUS
 
     sources = [REPO / "reference" / "mhsa.py"] + [
         path for folder in ("valid", "styles", "honest", "honest_outside")

@@ -12,7 +12,7 @@ REPO = COURSE.parent
 # elsewhere needs the repository on PYTHONPATH).
 sys.path[:0] = [str(COURSE)] + ([str(REPO)] if (REPO / "autograder").is_dir() else [])
 
-from autograder.paths import put_environment_first  # noqa: E402
+from autograder.core.paths import put_environment_first  # noqa: E402
 from mhsa_nbgrader import feedback, sandbox, stubs  # noqa: E402
 
 # `.venv/bin/nbgrader` without an activated environment: the gradebook starts `alembic` by name.

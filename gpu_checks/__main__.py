@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.isolation import resolve
-from autograder.rubric import RUBRIC_FILE, load
+from autograder.core.rubric import RUBRIC_FILE, load
+from autograder.isolation.host.levels import resolve
 from gpu_checks import batch
 from gpu_checks.grading import no_cuda_reason, resolve_device, time_submission
 from gpu_checks.report import render

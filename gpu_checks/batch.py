@@ -25,10 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import grading, results
-from autograder.slot import discover
-from autograder.submission import GradingError
-from autograder.submission import load as load_submission
+from autograder.intake.submission import GradingError
+from autograder.intake.submission import load as load_submission
+from autograder.pipeline import grading
+from autograder.record import results
+from autograder.runners.slot import discover
 from gpu_checks.grading import grade_timing, no_cuda_reason, resolve_device
 from gpu_checks.session import TimingSetupError
 

@@ -74,7 +74,7 @@ for name in ("numpy", "pytest", "hypothesis", "triton"):
         info[name] = f"missing ({type(err).__name__})"
 print(json.dumps(info))
 """
-# As root, a worker drops to nobody before importing torch (autograder/sandbox/confine.py): whether CUDA
+# As root, a worker drops to nobody before importing torch (autograder/isolation/guest/confine.py): whether CUDA
 # still works then, without Landlock, tells a driver's permissions from the worker's confinement.
 NOBODY_PROBE = """
 import json, os

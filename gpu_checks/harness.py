@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from autograder import paths
+from autograder.core import paths
 from gpu_checks.participants import TimingWorker
 from gpu_checks.session import (BASELINE, REFERENCE, STUDENT, CaseFailed, SessionResult, TimingSetupError,
                                 check_drift, guarded, run_cases)
@@ -61,7 +61,7 @@ def require_cuda_inside(reference, isolation) -> None:
         raise TimingSetupError(
             f"CUDA works in the grader's process but not inside the timing worker ({isolation.level} isolation): "
             f"{reason}. Under bubblewrap the worker sees only the device nodes and driver libraries that "
-            "autograder/cuda_binds.py finds; check that `ldconfig -p` lists libcuda.so.1 and that /dev/nvidia* exist.")
+            "autograder/isolation/host/cuda_binds.py finds; check that `ldconfig -p` lists libcuda.so.1 and that /dev/nvidia* exist.")
 
 
 def reference_weights(case, seed: int) -> dict:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from autograder.sandbox import wire
-from autograder.worker import WorkerProcess
+from autograder.isolation.guest import wire
+from autograder.isolation.host.worker import WorkerProcess
 from gpu_checks.runqueue import RunQueueClock, worker_thread
 from gpu_checks.timing_worker import PROBES
 

@@ -1,5 +1,5 @@
 """A session as text: one table row per case, then the reasons behind every failure."""
-from autograder.results import text_table
+from autograder.record.results import text_table
 from gpu_checks.checks import achieved_tflops
 from gpu_checks.session import BASELINE, REFERENCE, STUDENT
 

@@ -8,7 +8,7 @@ cannot touch. Without scheduler statistics (not Linux) nothing is subtracted.
 """
 from pathlib import Path
 
-from autograder.worker import TOKEN_VAR
+from autograder.isolation.host.worker import TOKEN_VAR
 
 
 def queued_seconds(path: str) -> float | None:

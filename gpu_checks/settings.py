@@ -6,7 +6,7 @@ same table with its [parts.timing.cpu] keys in place of the CUDA ones (CPU-sized
 """
 from dataclasses import dataclass, fields
 
-from autograder.rubric import DTYPES  # the rubric schema's
+from autograder.core.rubric import DTYPES  # the rubric schema's
 
 DEVICES = ("cuda", "cpu")
 CPU_TABLE = "cpu"  # [parts.timing.cpu]: the keys that differ when timing on the CPU

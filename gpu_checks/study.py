@@ -29,8 +29,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import torch  # noqa: E402
 
-from autograder.isolation import resolve  # noqa: E402
-from autograder.rubric import load  # noqa: E402
+from autograder.core.rubric import load  # noqa: E402
+from autograder.isolation.host.levels import resolve  # noqa: E402
 from gpu_checks.grading import session_environment, time_submission  # noqa: E402
 from gpu_checks.harness import REFERENCE_FILE  # noqa: E402
 from gpu_checks.session import TimingSetupError  # noqa: E402

@@ -1,6 +1,6 @@
 """The worker side of a timing session: builds a MultiHeadSelfAttention on the device and times calls.
 
-It runs as the entry script of a worker process (autograder.worker.WorkerProcess(entry=...) copies it
+It runs as the entry script of a worker process (autograder.isolation.host.worker.WorkerProcess(entry=...) copies it
 beside the submission), once for the student and once, identically, for the reference. Like every
 module that runs next to student code it imports only the standard library and torch; the worker's
 own modules (worker_main, executor) come from config["worker_dir"]. It measures and fingerprints;

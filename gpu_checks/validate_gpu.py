@@ -28,8 +28,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import torch  # noqa: E402
 
-from autograder.isolation import resolve  # noqa: E402
-from autograder.rubric import RUBRIC_FILE, load  # noqa: E402
+from autograder.core.rubric import RUBRIC_FILE, load  # noqa: E402
+from autograder.isolation.host.levels import resolve  # noqa: E402
 from gpu_checks.grading import session_environment  # noqa: E402
 from gpu_checks.harness import REFERENCE_FILE, reference_weights, timing_workers  # noqa: E402
 from gpu_checks.report import render  # noqa: E402

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from autograder.paths import CORPUS, REFERENCE, REPO
+from autograder.core.paths import CORPUS, REFERENCE, REPO
 
 DATA = Path(__file__).parent / "data" / "class_report"
 EXAMPLE_RESULTS = {name: json.loads((DATA / f"{name}.json").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import paths
+from autograder.core import paths
 
 paths.put_environment_first()
 

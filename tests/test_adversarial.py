@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder import backends, errors, grading, results, submission
-from autograder import rubric as rubric_file
-from autograder.isolation import resolve
-from autograder.paths import REFERENCE
+from autograder.core import errors
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REFERENCE
+from autograder.intake import submission
+from autograder.isolation.host.levels import resolve
+from autograder.pipeline import grading
+from autograder.record import results
+from autograder.testing import backends
 
 CORPUS = rubric_file.REPO / "examples" / "adversarial"
 FORGED_CANARY = Path("/tmp/mhsa-adversarial-forged.json")  # a path forge_results.py writes to

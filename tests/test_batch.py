@@ -1,6 +1,6 @@
 """Batch grading: long-lived grader slots, resumable, with a results file for every outcome.
 
-Most tests run autograder.batch in this process with a stand-in for a grader slot
+Most tests run autograder.runners.batch in this process with a stand-in for a grader slot
 (a few lines of Python that behave by the submission's name) so that timeouts and crashes are quick
 to provoke; the resume test runs the real command in a real subprocess and kills it midway.
 """
@@ -19,18 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, grade_file, paths, results, slot
-from autograder import rubric as rubric_file
+from autograder.core import paths
+from autograder.core import rubric as rubric_file
+from autograder.pipeline import grade_file
+from autograder.record import results
+from autograder.runners import batch, slot
 
 REPO = rubric_file.REPO
 RUBRIC = rubric_file.load()
-# Stands in for a grader slot (`python -m autograder.slot OPTIONS`, one JSON job a line on stdin): what
+# Stands in for a grader slot (`python -m autograder.runners.slot OPTIONS`, one JSON job a line on stdin): what
 # it does depends on the submission's name. Its results say what produced them, as a grade's do.
 FAKE_SLOT = f"FORMAT = {results.FORMAT}\n" + textwrap.dedent("""
     import argparse, json, os, signal, sys, time
     from pathlib import Path
-    from autograder import rubric as rubric_file
-    from autograder.grade_file import GradeOptions, graded_with
+    from autograder.core import rubric as rubric_file
+    from autograder.pipeline.grade_file import GradeOptions, graded_with
     parser = argparse.ArgumentParser()
     GradeOptions.add_arguments(parser)
     options = GradeOptions.from_args(parser.parse_args())

@@ -2,7 +2,7 @@
 otherwise rot unnoticed when the corpus changes)."""
 import importlib.util
 
-from autograder.paths import REPO
+from autograder.core.paths import REPO
 
 
 def test_batch_folder_builds_the_requested_number_of_submissions(tmp_path):

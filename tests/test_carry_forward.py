@@ -1,4 +1,4 @@
-"""A bug is charged once, in the part that holds it (autograder/carry_forward.py): graded through the
+"""A bug is charged once, in the part that holds it (autograder/record/carry_forward.py): graded through the
 CLI as a TA runs it, on bugs in several styles, with the rubric switch off as the control."""
 import json
 import subprocess
@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
-from autograder import carry_forward, grading, rubric
+from autograder.core import rubric
+from autograder.pipeline import grading
+from autograder.record import carry_forward
 from tools import corpus
-from autograder.paths import REFERENCE, REPO, RUBRIC_FILE, STAND_INS
+from autograder.core.paths import REFERENCE, REPO, RUBRIC_FILE, STAND_INS
 
 REFERENCE_TEXT = REFERENCE.read_text()
 NO_SCALE = ("scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))", "scores = q @ k.transpose(-2, -1)")
@@ -164,7 +166,7 @@ def test_without_the_stand_ins_file_nothing_is_carried_forward(monkeypatch, tmp_
 def test_every_route_charges_the_bug_once_alike(tmp_path):
     """The same missing scale as a .py and as a notebook in one batch, and on Gradescope: the same part
     scores as `grade`, sdpa losing alone."""
-    from autograder import gradescope
+    from autograder.runners import gradescope
     from tests.test_gradescope import run_autograder
 
     folder, out = tmp_path / "subs", tmp_path / "out"

@@ -7,8 +7,13 @@ import sys
 
 import pytest
 
-from autograder import doc_numbers, grading, knowledge, release, rubric, scoring, student_view
-from autograder.paths import REPO
+from autograder.authoring import doc_numbers, release
+from autograder.core import rubric
+from autograder.core.paths import REPO
+from autograder.feedback import student_view
+from autograder.intake import knowledge
+from autograder.pipeline import grading
+from autograder.record import scoring
 
 HANDOUT = REPO / "assignment" / "README.md"
 STUDENT_README = REPO / "docs" / "student-README.md"
@@ -68,7 +73,7 @@ def test_check_says_what_is_wrong_with_knowledge_answers(check_output):
 def test_check_of_the_file_reads_the_knowledge_answers_beside_it(student, tmp_path):
     """`check assignment/mhsa.py` is the handout's layout: knowledge.py beside it holds the answers.
     A file named otherwise (alice.py in a folder of submissions) has none of its own there."""
-    from autograder import submission
+    from autograder.intake import submission
 
     result = run([sys.executable, "-m", "autograder", "check", "assignment/mhsa.py"], student)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -128,7 +133,7 @@ def test_handout_points_match_the_rubric_and_every_command():
     expected = {name: part.points for name, part in rules.parts.items()}
     tables = points_tables(HANDOUT.read_text())
     assert len(tables) == 2 and all(table == expected for table in tables), tables
-    # The handout's numbers sit in generated regions (autograder/doc_numbers.py): read as a student does.
+    # The handout's numbers sit in generated regions (autograder/authoring/doc_numbers.py): read as a student does.
     handout = " ".join(doc_numbers.REGION.sub(lambda m: m["text"], HANDOUT.read_text()).split())
     total = sum(expected.values())
     check_max = grading.planned_max_units(rules, suites=("public",), extras=False) / scoring.UNITS

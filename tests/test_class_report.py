@@ -10,10 +10,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from autograder import knowledge, release
-from autograder import rubric as rubric_file
-from autograder.classreport import exports, sources, tables
-from autograder.paths import REPO
+from autograder.authoring import release
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REPO
+from autograder.intake import knowledge
+from autograder.reporting import exports, sources, tables
 from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, Tables,
                                         assert_page_matches_csv, by_first, make_class, read_csv, report)
 
@@ -113,7 +114,7 @@ def test_similarity_finds_the_near_identical_pair_and_nothing_else(generated):
 
 def test_similarity_ignores_the_stub_text():
     stub = (REPO / "assignment" / "mhsa.py").read_text()
-    from autograder.classreport import similarity
+    from autograder.reporting import similarity
 
     pairs, too_small = similarity.similar_pairs({"a": stub, "b": stub + "\n# nothing written\n"})
     assert pairs == [] and too_small == ["a", "b"]
@@ -442,7 +443,7 @@ def test_roster_accepts_canvas_column_names(tmp_path):
 
 def test_student_release_does_not_offer_the_report(tmp_path):
     out = release.build_release(tmp_path / "mhsa-student")
-    assert not (out / "autograder" / "classreport").exists()
+    assert not (out / "autograder" / "reporting").exists()
     run = subprocess.run([sys.executable, "-m", "autograder", "report", "x"], cwd=out, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 2 and "invalid choice: 'report'" in run.stderr

@@ -1,6 +1,6 @@
 """Cluster mode (`grade DIR --batch --scheduler ADDRESS`) on a real Dask cluster on localhost.
 
-The scheduler and workers are Dask's own commands in subprocesses (autograder.cluster.LocalCluster),
+The scheduler and workers are Dask's own commands in subprocesses (autograder.runners.cluster.LocalCluster),
 each in a process group of its own so that killing one takes its grader slot with it (as a machine
 that dies would); all of them are killed in teardown. The cluster's results must equal the local batch's, submission by submission and
 test by test, even though a worker is killed midway.
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.cluster import LocalCluster
-from autograder.isolation import sandbox_available
-from autograder.paths import REPO
+from autograder.core.paths import REPO
+from autograder.isolation.host.levels import sandbox_available
+from autograder.runners.cluster import LocalCluster
 
 pytest.importorskip("distributed")
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="cluster mode needs the sandbox level (bubblewrap)")

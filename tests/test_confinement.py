@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import isolation, worker
-from autograder.backends import WorkerBackend
-from autograder.paths import REFERENCE, REPO
-from autograder.rubric import Limits
-from autograder.sandbox import confine
+from autograder.core.paths import REFERENCE, REPO
+from autograder.core.rubric import Limits
+from autograder.isolation.guest import confine
+from autograder.isolation.host import levels as isolation, worker
+from autograder.testing.backends import WorkerBackend
 
 AS_ROOT = os.geteuid() == 0
 # Syscall numbers of what the probes try (none of them is in the worker's allowlist but prlimit64,

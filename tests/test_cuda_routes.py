@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-from autograder import paths
+from autograder.core import paths
 
 REFERENCE = paths.REFERENCE
 SITECUSTOMIZE = "import torch\ntorch.cuda.is_available = lambda: True\n"
@@ -73,7 +73,7 @@ def test_batch_on_a_cuda_machine_with_timing_on_the_cpu(cuda_env, tmp_path):
 
 
 def test_gradescope_on_a_cuda_machine_with_timing_on_the_cpu(cuda_env, tmp_path):
-    from autograder import gradescope
+    from autograder.runners import gradescope
 
     root = tmp_path / "autograder"
     with zipfile.ZipFile(gradescope.build_bundle(tmp_path / "bundle.zip")) as bundle:

@@ -36,10 +36,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 import setup_venv
-from autograder import notebook, toml
-from autograder import rubric as rubric_file
-from autograder.isolation import sandbox_available
-from autograder.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
+from autograder.core import toml
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
+from autograder.intake import notebook
+from autograder.isolation.host.levels import sandbox_available
 from tests import fresh_machine
 
 EXAMPLES = REPO / "examples" / "submissions"
@@ -239,7 +240,7 @@ def run_cluster_batch(env: Env, out: Path, logs: Path) -> subprocess.CompletedPr
     logs.mkdir(parents=True, exist_ok=True)
     driver = ("import subprocess, sys\n"
               "from pathlib import Path\n"
-              "from autograder.cluster import LocalCluster\n"
+              "from autograder.runners.cluster import LocalCluster\n"
               f"cluster = LocalCluster(Path({str(logs)!r}), workers=1)\n"
               "try:\n"
               f"    done = subprocess.run([sys.executable, '-m', 'autograder', 'grade', {str(EXAMPLES)!r}, '--batch',\n"

@@ -3,13 +3,13 @@ it names the declared mistake or nothing (never another); it names the right one
 accuses a valid solution, and works through a worker."""
 import pytest
 
-from autograder.backends import InProcessBackend, WorkerBackend
-from autograder.diagnosis import diagnose, identify
+from autograder.feedback.diagnosis import diagnose, identify
+from autograder.testing.backends import InProcessBackend, WorkerBackend
 from tools import diagnosis_accuracy as evaluate
-from autograder.diagnosis.catalog import CATALOG, CORRECT, DROPOUT_CALLS, IDS, consistent, predicted
+from autograder.feedback.diagnosis.catalog import CATALOG, CORRECT, DROPOUT_CALLS, IDS, consistent, predicted
 from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
-from autograder.diagnosis.probes import PROBES, Session
-from autograder.isolation import Isolation
+from autograder.feedback.diagnosis.probes import PROBES, Session
+from autograder.isolation.host.levels import Isolation
 
 MUTANTS = load_mutants()
 RIGHT_FLOOR = 0.95  # share of mutants whose declared misconception is named where the bug lives

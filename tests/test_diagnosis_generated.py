@@ -7,12 +7,12 @@ below the committed one."""
 import pytest
 import torch
 
-from autograder.backends import InProcessBackend
-from autograder.diagnosis import identify
+from autograder.feedback.diagnosis import identify
+from autograder.testing.backends import InProcessBackend
 from tools import heldout, mutate
 from tools.corpus import REFERENCE, lost_parts
-from autograder.paths import CORPUS
-from autograder.toml import loads
+from autograder.core.paths import CORPUS
+from autograder.core.toml import loads
 
 # Chosen from a full run: in every style, mutants of each kind (matching a model, a check, several
 # entries or none), so that a wrong diagnosis of any kind shows here.

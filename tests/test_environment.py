@@ -19,9 +19,9 @@ import pytest
 from packaging.requirements import Requirement
 
 import setup_venv
-from autograder import rubric as rubric_file
-from autograder import toml
-from autograder.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
+from autograder.core import rubric as rubric_file
+from autograder.core import toml
+from autograder.core.paths import PYPROJECT, REFERENCE, REPO, REQUIREMENTS
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # Debian's and Ubuntu's own, which PEP 668 protects
 # Every folder of code that students, instructors or graders run.
@@ -87,11 +87,11 @@ def test_version_check_catches_code_that_needs_a_newer_python(tmp_path):
 # With HIDE_TOMLLIB first, `import tomllib` fails as it does on Python 3.10.
 LOAD_EVERYTHING = """
 import json, sys
-from autograder import knowledge, rubric
+from autograder.intake import knowledge; from autograder.core import rubric
 from tools import corpus
 loaded = {"rubric": repr(rubric.load()), "knowledge_key": knowledge.load_key(),
           "mutants": [repr(m) for m in corpus.load_mutants()]}
-reader = sys.modules["autograder.toml"].loads.__module__.split(".")[0]
+reader = sys.modules["autograder.core.toml"].loads.__module__.split(".")[0]
 print(json.dumps({"reader": reader, "loaded": loaded}))
 """
 HIDE_TOMLLIB = """

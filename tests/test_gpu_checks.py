@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import rubric as rubric_module
-from autograder.isolation import Isolation
-from autograder.paths import REFERENCE as REFERENCE_FILE
-from autograder.sandbox import executor
+from autograder.core import rubric as rubric_module
+from autograder.core.paths import REFERENCE as REFERENCE_FILE
+from autograder.isolation.guest import executor
+from autograder.isolation.host.levels import Isolation
 from gpu_checks import device_run, grade_timing, harness
 from gpu_checks.__main__ import main as cli_main
 from gpu_checks.participants import (Measurement, ParticipantError, measurement, run_request, setup_request,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradescope, toml
-from autograder import rubric as rubric_file
+from autograder.core import toml
+from autograder.core import rubric as rubric_file
+from autograder.runners import gradescope
 from tests.test_imports import import_graph, modules
 
 REPO = rubric_file.REPO
@@ -29,8 +30,8 @@ def test_the_bundle_holds_the_grader_the_tests_and_the_scripts(bundle):
         names = set(z.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         requirements = z.read("requirements.txt").decode()
-    for needed in ("setup.sh", "run_autograder", "rubric.toml", "reference/mhsa.py", "autograder/grading.py",
-                   "autograder/sandbox/worker_main.py", "autograder/sandbox/reaper.py", "autograder/oracles.py"):
+    for needed in ("setup.sh", "run_autograder", "rubric.toml", "reference/mhsa.py", "autograder/pipeline/grading.py",
+                   "autograder/isolation/guest/worker_main.py", "autograder/isolation/guest/reaper.py", "autograder/testing/oracles.py"):
         assert needed in names
     assert any(n.startswith("tests_hidden/test_") for n in names)
     assert modes["run_autograder"] & stat.S_IXUSR and modes["setup.sh"] & stat.S_IXUSR
@@ -44,7 +45,7 @@ def code_imported_by(names: set) -> set:
     """Every autograder/ or gpu_checks/ module file that the Python files `names` (paths relative to
     the repository) import anywhere, inside functions too: the import graph tests/test_imports.py
     checks for cycles. The CLI's table of commands is not an import: it leaves out a command whose
-    module is missing (autograder/cli.py), as a student's release and the bundle do."""
+    module is missing (autograder/cli/__init__.py), as a student's release and the bundle do."""
     packages = ("autograder", "gpu_checks")
     files = {name: path.relative_to(REPO).as_posix() for name, path in modules(REPO, packages).items()}
     graph = import_graph(REPO, packages)
@@ -58,8 +59,8 @@ def test_the_bundle_holds_every_module_its_code_imports(bundle):
         shipped = set(z.namelist())
     missing = code_imported_by(shipped) - shipped
     assert not missing, f"imported by the bundle's code but not in paths.GRADER_CODE: {sorted(missing)}"
-    unlisted = shipped - {"autograder/diagnosis/probes.py"}  # the check can fail: a module left off the list
-    assert code_imported_by(unlisted) - unlisted == {"autograder/diagnosis/probes.py"}
+    unlisted = shipped - {"autograder/feedback/diagnosis/probes.py"}  # the check can fail: a module left off the list
+    assert code_imported_by(unlisted) - unlisted == {"autograder/feedback/diagnosis/probes.py"}
 
 
 def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str = "", metadata: dict | None = None) -> dict:

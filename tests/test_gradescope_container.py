@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradescope, paths, toml
+from autograder.core import paths, toml
+from autograder.runners import gradescope
 
 STUBS = paths.ASSIGNMENT
 KEY = paths.KNOWLEDGE_KEY

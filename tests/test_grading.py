@@ -9,8 +9,10 @@ from pathlib import Path
 
 import torch
 
-from autograder import grading, paths, results
-from autograder import rubric as rubric_file
+from autograder.core import paths
+from autograder.core import rubric as rubric_file
+from autograder.pipeline import grading
+from autograder.record import results
 
 REPO = paths.REPO
 BUGGY = REPO / "examples" / "submissions" / "buggy_no_scale.py"
@@ -86,7 +88,7 @@ def test_a_grade_that_does_not_end_after_its_time_limit_is_ended_with_a_timeout_
     submission = tmp_path / "mhsa.py"
     submission.write_text(paths.REFERENCE.read_text())
     out = tmp_path / "results" / "results.json"
-    done = run_grade_one(submission, out, time_limit=2.0, setup="import time; from autograder import grade_file, grading\n"
+    done = run_grade_one(submission, out, time_limit=2.0, setup="import time; from autograder.pipeline import grade_file, grading\n"
                          "grade_file.WRAP_UP_S = 1.0\ngrading.run = lambda ctx: time.sleep(600)\n")
     assert done.returncode == 2, done.stdout + done.stderr
     data = json.loads(out.read_text())
@@ -102,8 +104,8 @@ def run_grade_one(submission, out, time_limit, setup=""):
     workers.mkdir(exist_ok=True)
     script = (
         f"{setup}import sys; from dataclasses import replace; from pathlib import Path\n"
-        "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
-        "from autograder.grade_file import GradeOptions\n"
+        "from autograder.core import rubric as rubric_file; from autograder.cli import grade\n"
+        "from autograder.pipeline.grade_file import GradeOptions\n"
         f"rubric = replace(rubric_file.load(), submission_timeout={time_limit})\n"
         "options = GradeOptions(suite='public', isolation='process')\n"
         f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), options, rubric, show=True, "
@@ -114,7 +116,7 @@ def run_grade_one(submission, out, time_limit, setup=""):
 
 def worker_processes(tmp_path) -> list:
     """Command lines of live worker processes that run_grade_one started for the test of `tmp_path`
-    (every worker runs autograder/sandbox/worker_main.py in a folder under its grade's TMPDIR; the
+    (every worker runs autograder/isolation/guest/worker_main.py in a folder under its grade's TMPDIR; the
     workers of other tests, running alongside, are not this grade's)."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -135,9 +137,9 @@ def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is
     submission.write_text(paths.REFERENCE.read_text() + "\nprint('imported once')\n")
     script = (
         "import sys\n"
-        "from autograder import grading\n"
-        "from autograder import rubric as rubric_file\n"
-        "from autograder.context import GradingContext\n"
+        "from autograder.pipeline import grading\n"
+        "from autograder.core import rubric as rubric_file\n"
+        "from autograder.pipeline.context import GradingContext\n"
         f"ctx = GradingContext.create({str(submission)!r}, suites=('public',), isolation='process', extras=False, "
         "rubric=rubric_file.load())\n"
         "grade = grading.Grade('mhsa', ctx.isolation_level, ctx.suites)\n"
@@ -159,7 +161,7 @@ def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is
 
 
 def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path):
-    from autograder.context import GradingContext
+    from autograder.pipeline.context import GradingContext
 
     ctx = GradingContext.create(paths.REFERENCE, suites=("public",), isolation="process", extras=False,
                                 rubric=rubric_file.load())

@@ -1,4 +1,4 @@
-"""The rubric's numbers in the handout and the docs are generated (autograder/doc_numbers.py): a changed
+"""The rubric's numbers in the handout and the docs are generated (autograder/authoring/doc_numbers.py): a changed
 rubric fails `release --check` until `release --write` puts its points and totals in, and `check`
 then counts out of what the handout says."""
 import re
@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from autograder import doc_numbers, release, rubric
-from autograder.paths import REPO, RUBRIC_FILE
+from autograder.authoring import doc_numbers, release
+from autograder.core import rubric
+from autograder.core.paths import REPO, RUBRIC_FILE
 from tests import fresh_machine
 
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", "build", "grading-out", ".venv", "*.db")
@@ -127,4 +128,4 @@ def test_release_names_a_region_it_cannot_fill_in_one_line(tmp_path):
     assert result.returncode == 2
     assert (result.stdout + result.stderr).splitlines() == [
         "docs/autograder.md: no generated text is called 'totl'; the names are " + ", ".join(doc_numbers.texts(rubric.load()))
-        + " (autograder/doc_numbers.py)"]
+        + " (autograder/authoring/doc_numbers.py)"]

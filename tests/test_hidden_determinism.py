@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tools.corpus import load_mutants, write_mutants
-from autograder.rubric import REPO
+from autograder.core.rubric import REPO
 
 # A submission that fails in three parts, so that failure summaries and hypothesis's falsifying
 # examples are compared too, not only passes.
@@ -16,8 +16,8 @@ TIME_LIMIT_S = 45  # one submission, hidden suite, in a worker (about 10 s on tw
 
 GRADE = """
 import json, sys
-from autograder import rubric
-from autograder.grading import grade
+from autograder.core import rubric
+from autograder.pipeline.grading import grade
 g = grade(sys.argv[1], suites=("hidden",), isolation=sys.argv[2], extras=False, rubric=rubric.load())
 print(json.dumps({"tests": [[t.nodeid, t.passed, t.summary, t.detail, t.example] for t in g.tests],
                   "parts": {n: p.score for n, p in g.parts.items()}, "seconds": g.execution_time}))

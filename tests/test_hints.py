@@ -1,4 +1,4 @@
-"""A hint names a cause only when the test observed it (autograder/compare.py's Cause): each family of
+"""A hint names a cause only when the test observed it (autograder/testing/compare.py's Cause): each family of
 cause hints is given for its own mistake, and never for a mistake of another kind, over a fixed
 sample of the mutant corpus through the public and hidden suites (benchmarks/hints.py counts the
 same over all of it)."""
@@ -7,9 +7,9 @@ import importlib.util
 import pytest
 import torch
 
-from autograder import compare
+from autograder.testing import compare
 from tools.corpus import load_mutants
-from autograder.paths import CORPUS, REPO
+from autograder.core.paths import CORPUS, REPO
 
 spec = importlib.util.spec_from_file_location("hints_benchmark", REPO / "benchmarks" / "hints.py")
 hints = importlib.util.module_from_spec(spec)

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from autograder import notebook
-from autograder import rubric as rubric_file
-from autograder.paths import REPO
-from autograder.static_check import scan
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REPO
+from autograder.intake import notebook
+from autograder.integrity.static_check import scan
 
 HONEST = REPO / "corpus" / "honest"
 OUTSIDE = REPO / "corpus" / "honest_outside"  # written by a tester who never saw the grader's rules
@@ -97,7 +97,7 @@ def test_every_honest_submission_gets_full_marks_in_a_batch(tmp_path, corpus):
 @pytest.mark.parametrize("name", ["all_habits.py", "nb_all_habits.ipynb"])
 def test_gradescopes_runner_gives_full_marks_to_every_habit_at_once(tmp_path, name):
     """run_autograder under a fake /autograder, as Gradescope runs it on an upload."""
-    from autograder import gradescope
+    from autograder.runners import gradescope
     from tests.test_gradescope import run_autograder
 
     bundle = gradescope.build_bundle(tmp_path / "bundle" / "autograder.zip")

@@ -1,13 +1,12 @@
-"""The grader's import layering: no module of autograder/ or gpu_checks/ reaches, through any chain of
-imports, back to itself.
+"""The grader's import layering: packages stacked in layers, each importing only its own and lower ones.
 
-Every `import` and `from ... import` counts, the ones inside a function too. A function-level import
-defers loading a module, not depending on it: the two cycles this test was written against
-({commands/grade, batch, cluster, slot} and {submission, route, notebook}) were both closed by such
-imports, and each was a shared piece living in the wrong layer. Lazy imports stay where loading is
-the cost (torch, pytest, nbgrader, dask) or where a lower layer reaches an optional one (grading ->
-gpu_checks); they are not a way to import upward. docs/architecture.md, "Import layering", has the
-layers.
+LAYERS lists the packages from the bottom up (docs/architecture.md draws the same stack): a module may
+import modules of its own package and of any package on a lower row, never one on its own row or
+above. Every `import` and `from ... import` counts, the ones inside a function too: a function-level
+import defers loading a module, not depending on it. Lazy imports stay where loading is the cost
+(torch, pytest, nbgrader, dask) or where a lower layer reaches an optional one (pipeline -> gpu_checks,
+which sits below it); they are not a way to import upward. No module may reach itself through a chain
+of imports either, inside a package too.
 
 An import of a submodule is an edge to that submodule alone, not to the packages above it: Python
 runs a package's __init__ first, but a package importing its own submodules is not a cycle.
@@ -18,6 +17,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("autograder", "gpu_checks", "tools")
+# The packages from the bottom up. A row holds units that may not import one another; a unit is a
+# package, or a tuple of names that form one (its first name labels it). A module belongs to the
+# longest name here that it is or lies in.
+LAYERS = (
+    ("autograder.core", "autograder.isolation.guest"),  # paths, rubric, errors; the worker's own side
+    ("autograder.record", ("autograder.isolation.host", "autograder.isolation")),  # a grade as data; workers
+    ("autograder.intake",),                              # a submission read without running it
+    ("autograder.testing",),                             # calls, backends, oracles, the pytest plugin
+    ("autograder.integrity", "autograder.feedback", "gpu_checks"),  # the scan, the diagnosis, timing
+    ("autograder.pipeline",),                            # one grade: the context and the stages
+    (("autograder.runners", "gpu_checks.batch"),),       # grader slots, a batch, a cluster, Gradescope
+    ("autograder.reporting", "autograder.authoring"),    # the class report; stubs, release, doc numbers
+    (("autograder.cli", "autograder.__main__", "gpu_checks.__main__"),),  # the command lines
+    (("tools", "gpu_checks.device_run", "gpu_checks.publish_device_run", "gpu_checks.study",
+      "gpu_checks.validate_gpu"),),                      # evaluation and device tooling, not the product
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,31 @@ def find_cycle(graph: dict[str, list[Import]], module_level_only=False) -> list[
     return None
 
 
+def layer_of(module: str, layers=LAYERS) -> tuple[int, str] | None:
+    """(row, unit's label) of the longest name in `layers` that `module` is or lies in; None when none."""
+    found = [(len(name), row, unit if isinstance(unit, str) else unit[0])
+             for row, units in enumerate(layers) for unit in units
+             for name in ((unit,) if isinstance(unit, str) else unit)
+             if module == name or module.startswith(name + ".")]
+    return max(found)[1:] if found else None
+
+
+def layer_violations(graph: dict[str, list[Import]], layers=LAYERS) -> list[str]:
+    """Every import that goes up or sideways in `layers`, and every module `layers` does not place."""
+    problems = [f"{module} is in no layer: add its package to LAYERS" for module in sorted(graph)
+                if layer_of(module, layers) is None]
+    for module, imports in sorted(graph.items()):
+        source = layer_of(module, layers)
+        for imp in imports:
+            target = layer_of(imp.target, layers)
+            if source is None or target is None or target[1] == source[1] or target[0] < source[0]:
+                continue
+            problems.append(f"{module} ({source[1]}, row {source[0]}) imports {imp.target} ({target[1]}, "
+                            f"row {target[0]}) on line {imp.line}"
+                            f"{'' if imp.module_level else ', inside a function'}")
+    return problems
+
+
 def describe(cycle) -> str:
     return "\n".join(f"  {module} -> {imp.target} (line {imp.line}, "
                      f"{'module level' if imp.module_level else 'inside a function'})" for module, imp in cycle)
@@ -111,7 +151,34 @@ def describe(cycle) -> str:
 def test_the_grader_has_no_import_cycle():
     cycle = find_cycle(import_graph(REPO))
     assert cycle is None, ("an import cycle; move what both sides need into a lower module "
-                           "(docs/architecture.md, Import layering):\n" + describe(cycle))
+                           "(docs/architecture.md, The layout in one picture):\n" + describe(cycle))
+
+
+def test_every_package_imports_only_its_own_and_lower_layers():
+    problems = layer_violations(import_graph(REPO))
+    assert not problems, ("an import against the layers; move what both sides need into the lower package "
+                          "(docs/architecture.md, The layout in one picture):\n" + "\n".join(problems))
+
+
+def test_the_layer_check_fails_an_upward_a_sideways_and_an_unplaced_module(tmp_path):
+    root = write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "", "pkg/low/base.py": "def helper():\n    from pkg.high import run\n",
+        "pkg/mid/__init__.py": "", "pkg/mid/a.py": "from pkg.side import b\nfrom pkg.low import base\n",
+        "pkg/side/__init__.py": "", "pkg/side/b.py": "",
+        "pkg/high/__init__.py": "", "pkg/high/run.py": "from pkg.mid import a\n",
+        "pkg/stray.py": "",
+    })
+    layers = (("pkg.low",), ("pkg.mid", "pkg.side"), ("pkg.high",))
+    problems = layer_violations(import_graph(root, ("pkg",)), layers)
+    assert "pkg.low.base (pkg.low, row 0) imports pkg.high.run (pkg.high, row 2) on line 2, inside a function" in problems
+    assert "pkg.mid.a (pkg.mid, row 1) imports pkg.side.b (pkg.side, row 1) on line 1" in problems
+    assert "pkg.stray is in no layer: add its package to LAYERS" in problems
+    assert not any("pkg.high.run" in p and "imports pkg.mid.a" in p for p in problems)  # downward is fine
+    assert not any(p.startswith("pkg.mid.a") and "pkg.low.base" in p for p in problems)
+    together = (("pkg.low",), (("pkg.mid", "pkg.side"),), (("pkg.high", "pkg.stray", "pkg"),))
+    assert layer_violations(import_graph(root, ("pkg",)), together) == [  # one unit may import itself
+        "pkg.low.base (pkg.low, row 0) imports pkg.high.run (pkg.high, row 2) on line 2, inside a function"]
 
 
 def test_the_walk_sees_the_repository_s_imports():
@@ -119,10 +186,10 @@ def test_the_walk_sees_the_repository_s_imports():
     both packages."""
     graph = import_graph(REPO)
     edges = {(m, i.target, i.module_level) for m, imports in graph.items() for i in imports}
-    assert ("autograder.slot", "autograder.grade_file", True) in edges
-    assert ("autograder.route", "autograder.handin", True) in edges
-    assert ("autograder.submission", "autograder.notebook", False) in edges  # lazy: nbgrader's reader costs
-    assert ("autograder.grading", "gpu_checks", False) in edges  # the one way into gpu_checks
+    assert ("autograder.runners.slot", "autograder.pipeline.grade_file", True) in edges
+    assert ("autograder.intake.route", "autograder.core.handin", True) in edges
+    assert ("autograder.intake.submission", "autograder.intake.notebook", False) in edges  # lazy: nbgrader's reader costs
+    assert ("autograder.pipeline.grading", "gpu_checks", False) in edges  # the one way into gpu_checks
     assert ("gpu_checks", "gpu_checks.grading", True) in edges
     assert len(graph) > 50 and sum(map(len, graph.values())) > 150
 
@@ -183,17 +250,17 @@ def test_every_runner_reaches_grading_through_the_slot_module():
     """Gradescope's runner, the gradebook, the timing batch and the cluster share the slot module
     (grade options, time limit, failure results); none borrows them from the batch."""
     graph = import_graph(REPO)
-    for runner in ("autograder.gradescope", "autograder.commands.gradebook", "gpu_checks.batch", "autograder.cluster",
-                   "autograder.batch"):
+    for runner in ("autograder.runners.gradescope", "autograder.cli.gradebook", "gpu_checks.batch", "autograder.runners.cluster",
+                   "autograder.runners.batch"):
         targets = {i.target for i in graph[runner]}
-        assert "autograder.slot" in targets, f"{runner} does not grade through autograder.slot"
-        assert "autograder.batch" not in targets, f"{runner} imports the batch: move what it needs to autograder.slot"
+        assert "autograder.runners.slot" in targets, f"{runner} does not grade through autograder.runners.slot"
+        assert "autograder.runners.batch" not in targets, f"{runner} imports the batch: move what it needs to autograder.runners.slot"
 
 
 def test_the_product_never_imports_the_evaluation_tooling():
     """tools/ (the corpus's loaders, the mutant generator, the diagnosis's accuracy measures) is the
     project's, not the product's: no module of autograder/ or gpu_checks/ imports it, lazily or not, so
-    a student's release and the Gradescope bundle, which do not ship it (autograder/paths.py), never
+    a student's release and the Gradescope bundle, which do not ship it (autograder/core/paths.py), never
     need it."""
     graph = import_graph(REPO)
     product = {m: imports for m, imports in graph.items() if not m.startswith("tools")}

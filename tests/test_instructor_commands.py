@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from autograder import cli
-from autograder.paths import PYPROJECT, REPO
-from autograder.toml import loads
+from autograder.core.paths import PYPROJECT, REPO
+from autograder.core.toml import loads
 from tests import fresh_machine
 
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", "build", "grading-out", ".venv", "*.db")

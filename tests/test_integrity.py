@@ -8,11 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import grading, results, reviews
-from autograder import rubric as rubric_file
-from autograder.commands import review
-from autograder.paths import REFERENCE
-from autograder.sandbox.executor import MONITOR_SILENT, ForbiddenApiMonitor
+from autograder.cli import review
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REFERENCE
+from autograder.isolation.guest.executor import MONITOR_SILENT, ForbiddenApiMonitor
+from autograder.pipeline import grading
+from autograder.record import results, reviews
 
 RUBRIC = rubric_file.load()
 FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))
@@ -145,7 +146,7 @@ def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
 
 
 def test_the_class_reports_integrity_section_lists_holds_and_decisions():
-    from autograder.classreport import sources, tables
+    from autograder.reporting import sources, tables
 
     held = sources.from_results(held_results("alice"), "alice", FAST)
     released = sources.from_results(results.decide(held_results("bob"), "release"), "bob", FAST)
@@ -156,7 +157,7 @@ def test_the_class_reports_integrity_section_lists_holds_and_decisions():
 
 
 def gradebook_student(name="erin", held=True):
-    from autograder.commands import gradebook
+    from autograder.cli import gradebook
 
     data = held_results(name)
     data["extra_data"]["parts"]["sdpa"]["score"] = 20.0
@@ -168,7 +169,7 @@ def gradebook_student(name="erin", held=True):
 
 
 def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
-    from autograder.commands import gradebook
+    from autograder.cli import gradebook
 
     student = gradebook_student()
     assert student.status == "held" and gradebook.parts_to_write("flagged", student) == {"sdpa"}
@@ -192,7 +193,7 @@ def write_tmp(data):
 def test_accepting_a_notebook_takes_this_commands_scores_out_and_keeps_a_tas_override():
     """What `gradebook --accept` does to the cells: the scores this command wrote (its ledger) come
     out, so the in-kernel score stands; a TA's own manual score stays; nothing is written again."""
-    from autograder.commands import gradebook
+    from autograder.cli import gradebook
 
     student = gradebook_student()
     student.accepted = True
@@ -226,7 +227,7 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, trainin
 def test_a_monitor_swapped_out_at_run_time_holds_the_grade_even_without_the_scan(tmp_path):
     """The canary on its own: with the static scan left out of the stages, a submission that replaces
     the worker's function mode by an inert one is held, with the monitor's own reason."""
-    from autograder.context import GradingContext
+    from autograder.pipeline.context import GradingContext
 
     path = tmp_path / "swapped.py"
     path.write_text(REFERENCE.read_text() + SWAPPED_MONITOR)
@@ -243,7 +244,7 @@ def test_gradebook_accept_keeps_the_in_kernel_grade_in_nbgrader_in_one_command(t
     against the notebook's checksum."""
     from nbgrader.api import Gradebook
 
-    from autograder.commands import gradebook
+    from autograder.cli import gradebook
 
     course = tmp_path / "course"
     notebook_file = course / "submitted" / "s1" / "mhsa" / "mhsa.ipynb"

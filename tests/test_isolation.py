@@ -1,6 +1,6 @@
 """The isolation levels: what a worker can see and do, the reaper, and the fallback without bubblewrap.
 
-The reaper tests start autograder/sandbox/reaper.py on small commands (no torch, fast). The worker
+The reaper tests start autograder/isolation/guest/reaper.py on small commands (no torch, fast). The worker
 tests run one probe submission per level and ask it what it can see and do.
 """
 import os
@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder import errors, isolation
-from autograder import rubric as rubric_file
-from autograder.backends import WorkerBackend
-from autograder.paths import REFERENCE, REPO
-from autograder.rubric import Limits
-from autograder.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers
+from autograder.core import errors
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REFERENCE, REPO
+from autograder.core.rubric import Limits
+from autograder.isolation.host import levels as isolation
+from autograder.isolation.host.worker import REAPER, SCRUBBED_ENV, TOKEN_VAR, kill_leftovers
+from autograder.testing.backends import WorkerBackend
 
 MARKER = "mhsa-isolation-test-orphan"
 # A process that leaves a grandchild behind in a session of its own, then exits with status 7.

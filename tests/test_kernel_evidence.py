@@ -1,4 +1,4 @@
-"""What `gradebook` flags a notebook for (autograder/kernel_evidence.py): evidence only. The notebook's
+"""What `gradebook` flags a notebook for (autograder/integrity/kernel_evidence.py): evidence only. The notebook's
 cells against the released ones, and its test cells run again in the grader's worker; the course
 simulation (tests/test_nbgrader_course.py) runs the same through the real nbgrader."""
 import copy
@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from autograder import kernel_evidence, notebook
-from autograder import rubric as rubric_file
-from autograder.backends import WorkerBackend
-from autograder.isolation import resolve
-from autograder.paths import REPO
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REPO
+from autograder.intake import notebook
+from autograder.integrity import kernel_evidence
+from autograder.isolation.host.levels import resolve
+from autograder.testing.backends import WorkerBackend
 
 SOURCE = json.loads((REPO / notebook.SOURCE_NOTEBOOK).read_text())    # the solution, hidden tests in place
 STUDENT = json.loads((REPO / notebook.STUDENT_NOTEBOOK).read_text())  # what nbgrader releases

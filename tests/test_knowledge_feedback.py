@@ -7,9 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import grading, knowledge, results
-from autograder import rubric as rubric_file
-from autograder.scoring import to_units
+from autograder.core import rubric as rubric_file
+from autograder.intake import knowledge
+from autograder.pipeline import grading
+from autograder.record import results
+from autograder.record.scoring import to_units
 
 KEY = knowledge.load_key()
 QUESTIONS = knowledge.autograded(knowledge.questions())
@@ -125,7 +127,7 @@ def test_grading_collected_work_scores_the_knowledge_check(tmp_path):
     import subprocess
     import sys
 
-    from autograder.paths import ASSIGNMENT, REPO
+    from autograder.core.paths import ASSIGNMENT, REPO
 
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "mhsa.py").write_text(ASSIGNMENT.read_text())
@@ -145,7 +147,7 @@ def test_grading_collected_work_scores_the_knowledge_check(tmp_path):
 
 
 def test_the_after_due_date_option_reaches_a_batchs_graders():
-    from autograder.grade_file import GradeOptions
+    from autograder.pipeline.grade_file import GradeOptions
 
     assert "--after-due-date" in GradeOptions(after_due_date=True).to_argv()
     assert "--after-due-date" not in GradeOptions(after_due_date=False).to_argv()
@@ -167,7 +169,7 @@ def with_due(due) -> "rubric_file.Rubric":
     (date(2000, 1, 1), "2999-01-01T00:00:00+00:00", knowledge.WITHHELD),      # ... either way
 ])
 def test_the_platforms_deadline_replaces_the_rubrics(rubric_due, platform_due, mode):
-    from autograder.grade_file import GradeOptions
+    from autograder.pipeline.grade_file import GradeOptions
 
     options = GradeOptions(due=platform_due, due_from="Gradescope's late due date")
     settings = options.scored(with_due(rubric_due)).parts["knowledge"].settings
@@ -181,7 +183,7 @@ def test_the_platforms_deadline_replaces_the_rubrics(rubric_due, platform_due, m
 def test_a_batch_grades_collected_work_unless_a_deadline_is_ahead(rubric_due, collected):
     """No deadline anywhere: a batch grades work no one resubmits against its feedback (collected);
     a deadline, passed or ahead, decides by itself."""
-    from autograder.grade_file import GradeOptions
+    from autograder.pipeline.grade_file import GradeOptions
 
     assert GradeOptions().for_collected_work(with_due(rubric_due)).after_due_date is collected
     assert GradeOptions(due="2999-01-01").for_collected_work(with_due(None)).after_due_date is False
@@ -190,7 +192,7 @@ def test_a_batch_grades_collected_work_unless_a_deadline_is_ahead(rubric_due, co
 def test_the_gradebook_says_when_nbgraders_due_date_is_still_ahead():
     """nbgrader keeps its due date naive, in UTC. The gradebook scores collected notebooks as nbgrader
     does, and says so while that date is ahead: releasing feedback then would show the key."""
-    from autograder.commands.gradebook import deadline_ahead
+    from autograder.cli.gradebook import deadline_ahead
 
     now = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
     assert "still ahead" in deadline_ahead(datetime(2026, 12, 3, 13, 0), now)

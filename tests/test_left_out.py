@@ -14,10 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import batch, grading, knowledge, paths, results
-from autograder import rubric as rubric_file
-from autograder.grade_file import write_failure
-from autograder.scoring import PartScore, to_units
+from autograder.core import paths
+from autograder.core import rubric as rubric_file
+from autograder.intake import knowledge
+from autograder.pipeline import grading
+from autograder.pipeline.grade_file import write_failure
+from autograder.record import results
+from autograder.record.scoring import PartScore, to_units
+from autograder.runners import batch
 
 REPO = paths.REPO
 RUBRIC = rubric_file.load()

@@ -12,16 +12,17 @@ from dataclasses import replace
 import pytest
 import torch
 
-from autograder import errors, grading
-from autograder import rubric as rubric_file
-from autograder.backends import WorkerBackend
-from autograder.calls import Call
-from autograder.isolation import Isolation
-from autograder.paths import REFERENCE
-from autograder.rubric import Limits
-from autograder.sandbox import executor
-from autograder.sandbox.executor import MONITOR_SILENT, ForbiddenApiMonitor
-from autograder.static_check import scan
+from autograder.core import errors
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REFERENCE
+from autograder.core.rubric import Limits
+from autograder.integrity.static_check import scan
+from autograder.isolation.guest import executor
+from autograder.isolation.guest.executor import MONITOR_SILENT, ForbiddenApiMonitor
+from autograder.isolation.host.levels import Isolation
+from autograder.pipeline import grading
+from autograder.testing.backends import WorkerBackend
+from autograder.testing.calls import Call
 
 RUBRIC = rubric_file.load()
 FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))

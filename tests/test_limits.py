@@ -16,13 +16,16 @@ from collections import Counter
 import pytest
 import torch
 
-from autograder import batch, errors, grading, isolation
-from autograder import rubric as rubric_file
-from autograder.backends import WorkerBackend, entry_points
-from autograder.calls import Call
-from autograder.paths import ASSIGNMENT, REFERENCE, REPO
-from autograder.rubric import Limits
-from autograder.grade_file import WRAP_UP_S
+from autograder.core import errors
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import ASSIGNMENT, REFERENCE, REPO
+from autograder.core.rubric import Limits
+from autograder.isolation.host import levels as isolation
+from autograder.pipeline import grading
+from autograder.pipeline.grade_file import WRAP_UP_S
+from autograder.runners import batch
+from autograder.testing.backends import WorkerBackend, entry_points
+from autograder.testing.calls import Call
 
 ADVERSARIAL = REPO / "examples" / "adversarial"
 
@@ -125,9 +128,9 @@ def test_the_whole_submission_limit_keeps_the_tests_that_finished(tmp_path):
     out = tmp_path / "results" / "results.json"
     script = (
         "import sys; from dataclasses import replace; from pathlib import Path\n"
-        "from autograder import rubric as rubric_file; from autograder.commands import grade\n"
+        "from autograder.core import rubric as rubric_file; from autograder.cli import grade\n"
         "rubric = replace(rubric_file.load(), submission_timeout=20.0)\n"
-        "from autograder.grade_file import GradeOptions\n"
+        "from autograder.pipeline.grade_file import GradeOptions\n"
         "options = GradeOptions(suite='public', isolation='process', timeout=60.0)\n"
         f"sys.exit(grade.grade_one(Path({str(submission)!r}), Path({str(out)!r}), options, rubric, "
         "time_limit=rubric.submission_timeout, backstop=True))\n")

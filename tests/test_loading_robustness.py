@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder import errors, handin, notebook, results, route, submission
-from autograder import rubric as rubric_file
-from autograder.classreport import exports, sources
-from autograder.classreport.sources import Record
-from autograder.grade import failure
-from autograder.paths import ASSIGNMENT, REFERENCE, REPO
+from autograder.core import errors, handin
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import ASSIGNMENT, REFERENCE, REPO
+from autograder.intake import notebook, route, submission
+from autograder.record import results
+from autograder.record.grade import failure
+from autograder.reporting import exports, sources
+from autograder.reporting.sources import Record
 
 ESC = "\x1b"
 # A file name that draws a fake score table: clear the screen, home the cursor, then a line of its own.
@@ -80,7 +82,7 @@ def test_escapes_and_newlines_in_names_never_reach_the_terminal_or_the_results(t
 
 
 def test_a_graded_submissions_table_and_results_show_its_name_on_one_line():
-    from autograder import grading
+    from autograder.pipeline import grading
 
     rubric = rubric_file.load()
     grade = grading.Grade(f"bob{FAKE_SCORE}", "sandbox", ("public",))

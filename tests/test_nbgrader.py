@@ -12,9 +12,10 @@ import sys
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import knowledge, notebook, rubric
-from autograder.isolation import sandbox_available
-from autograder.rubric import REPO
+from autograder.core import rubric
+from autograder.core.rubric import REPO
+from autograder.intake import knowledge, notebook
+from autograder.isolation.host.levels import sandbox_available
 from tests import fresh_machine
 
 COURSE = REPO / "course"

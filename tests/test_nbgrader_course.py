@@ -15,8 +15,8 @@ import zipfile
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import knowledge, notebook
-from autograder.rubric import REPO
+from autograder.core.rubric import REPO
+from autograder.intake import knowledge, notebook
 from tests import fresh_machine
 
 A = notebook.ASSIGNMENT
@@ -28,7 +28,7 @@ PLOTTER = "1013"  # an added import and an added plotting cell: imports are not 
 MASK_AFTER = "1014"   # honest, with a bug: her attention masks after the softmax
 TEST_EDITOR = "1015"  # a full solution, and a line of a test cell taken out
 TAMPERERS = {EMPTIER, SPY, TEST_EDITOR}
-# Flagged on evidence only (autograder/kernel_evidence.py). Partial work is not evidence: the late
+# Flagged on evidence only (autograder/integrity/kernel_evidence.py). Partial work is not evidence: the late
 # student's merge_heads cells pass in the kernel (heads 5) while the isolated suite's split-merge
 # round trips fail with her split_heads (heads 3.33), and she is not flagged.
 FLAGGED = TAMPERERS

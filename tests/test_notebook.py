@@ -7,8 +7,9 @@ import re
 import pytest
 import torch
 
-from autograder import knowledge, notebook, rubric
-from autograder.rubric import REPO
+from autograder.core import rubric
+from autograder.core.rubric import REPO
+from autograder.intake import knowledge, notebook
 
 SOURCE = REPO / notebook.SOURCE_NOTEBOOK
 STUDENT = REPO / notebook.STUDENT_NOTEBOOK

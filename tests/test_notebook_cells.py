@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from autograder import notebook
-from autograder.paths import REPO
+from autograder.core.paths import REPO
+from autograder.intake import notebook
 
 STUDENT = json.loads((REPO / notebook.STUDENT_NOTEBOOK).read_text())
 SOURCE = json.loads((REPO / notebook.SOURCE_NOTEBOOK).read_text())

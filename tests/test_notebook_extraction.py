@@ -1,12 +1,13 @@
-"""The student's program read back from a submitted notebook (autograder.notebook.extract): what
+"""The student's program read back from a submitted notebook (autograder.intake.notebook.extract): what
 the isolated grade imports. No kernel, no nbgrader: seconds."""
 import json
 
 import pytest
 
-from autograder import notebook, static_check
-from autograder.rubric import REPO
-from autograder.submission import GradingError
+from autograder.core.rubric import REPO
+from autograder.intake import notebook
+from autograder.intake.submission import GradingError
+from autograder.integrity import static_check
 
 STUDENT = REPO / notebook.STUDENT_NOTEBOOK
 

@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
-from autograder import grading, notebook, submission
-from autograder import rubric as rubric_file
-from autograder.paths import REPO
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import REPO
+from autograder.intake import notebook, submission
+from autograder.pipeline import grading
 
 SOURCE = REPO / notebook.SOURCE_NOTEBOOK  # every solution cell filled with the reference
 

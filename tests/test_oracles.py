@@ -1,4 +1,4 @@
-"""The shared oracles (autograder/oracles.py) against the definitions written out, and the
+"""The shared oracles (autograder/testing/oracles.py) against the definitions written out, and the
 self_comparison markers against the tests they name."""
 import ast
 import math
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import oracles
-from autograder.paths import SUITE_DIRS
+from autograder.core.paths import SUITE_DIRS
+from autograder.testing import oracles
 
 F64 = torch.float64
 
@@ -89,8 +89,8 @@ def test_messages_name_the_contract_parameters_as_the_reference_does():
     reference's signatures; a function or a forward() whose parameters change must change it too."""
     import inspect
 
-    from autograder import checks
-    from autograder.calls import Call
+    from autograder.testing import checks
+    from autograder.testing.calls import Call
     from reference import mhsa
 
     for name, parameters in checks.PARAMETERS.items():

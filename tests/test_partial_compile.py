@@ -1,12 +1,12 @@
 """A .py submission with one syntax error loses only what the broken top-level statement defines, as
-a notebook cell that does not compile does (autograder/submission.py partial_module), and the
+a notebook cell that does not compile does (autograder/intake/submission.py partial_module), and the
 results say which line and what is missing."""
 import json
 import subprocess
 import sys
 
-from autograder import submission
-from autograder.paths import REFERENCE, REPO
+from autograder.core.paths import REFERENCE, REPO
+from autograder.intake import submission
 
 REFERENCE_TEXT = REFERENCE.read_text()
 BLOCK_FORWARD = "    def forward(self, x, attn_mask=None, key_padding_mask=None):\n"

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tools import corpus
-from autograder.paths import REPO
+from autograder.core.paths import REPO
 
 REALWORLD = sorted((REPO / "corpus" / "realworld").glob("*.py"))
 # Handout rule -> the public tests that teach it (file::function, every parameter).
@@ -44,8 +44,8 @@ def failed_public_tests(path) -> set:
     """Public tests (file::function) that fail for `path`'s own code in the grading pipeline `check`
     runs: a test that passes again with a correct version of a part it builds on (`stood_in`) failed
     on the student's code first, and is charged to that part."""
-    from autograder import rubric
-    from autograder.grading import grade
+    from autograder.core import rubric
+    from autograder.pipeline.grading import grade
 
     result = grade(path, suites=("public",), isolation="inprocess", extras=False, rubric=rubric.load())
     return {t.nodeid.split("[")[0] for t in result.tests if not t.passed or t.stood_in}

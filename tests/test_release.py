@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import release
-from autograder.paths import REFERENCE, REPO
+from autograder.authoring import release
+from autograder.core.paths import REFERENCE, REPO
 
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", "build", "grading-out", ".venv", "*.db")
 
@@ -115,7 +115,7 @@ def formula_leaks(root: Path) -> list:
 
 def test_no_solution_formula_ships(student_release):
     assert formula_leaks(student_release) == []
-    assert any(where.startswith("autograder/oracles.py") for where, _ in shipped_code(student_release))
+    assert any(where.startswith("autograder/testing/oracles.py") for where, _ in shipped_code(student_release))
     assert any(" cell test-helpers" in where for where, _ in shipped_code(student_release))
 
 
@@ -224,6 +224,6 @@ def test_code_nobody_listed_ships_neither_to_students_nor_to_gradescope(tmp_path
     new = {"autograder/instructor_tool.py", "autograder/new_feature/__init__.py",
            "autograder/new_feature/engine.py", "gpu_checks/new_study.py"}
     assert not new & released and not new & bundle
-    assert {"autograder/grading.py", "autograder/commands/check.py"} <= released  # the lists do ship
-    assert {"autograder/grading.py", "autograder/gradescope.py", "gpu_checks/grading.py"} <= bundle
-    assert "autograder/slot.py" not in released and "autograder/batch.py" not in bundle
+    assert {"autograder/pipeline/grading.py", "autograder/cli/check.py"} <= released  # the lists do ship
+    assert {"autograder/pipeline/grading.py", "autograder/runners/gradescope.py", "gpu_checks/grading.py"} <= bundle
+    assert "autograder/runners/slot.py" not in released and "autograder/runners/batch.py" not in bundle

@@ -3,10 +3,10 @@ from dataclasses import replace
 
 import pytest
 
-from autograder import results
-from autograder import rubric as rubric_file
-from autograder.grade import Grade, failure
-from autograder.scoring import PartScore, Row, TestResult
+from autograder.core import rubric as rubric_file
+from autograder.record import results
+from autograder.record.grade import Grade, failure
+from autograder.record.scoring import PartScore, Row, TestResult
 
 
 def failed_test(suite):

@@ -1,4 +1,4 @@
-"""The one results model: autograder/results.py is the only code of autograder/ and gpu_checks/ that
+"""The one results model: autograder/record/results.py is the only code of autograder/ and gpu_checks/ that
 reads or writes a results file (Gradescope's results.json, a batch's NAME.json) or grades.csv, and
 the only code that builds or edits a results dict. Everyone else goes through its operations (load,
 load_any, to_gradescope, with_part, with_extra, decide, write_grades_csv, write_json_atomic of a dict
@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("autograder", "gpu_checks")
-MODEL = "autograder/results.py"
+MODEL = "autograder/record/results.py"
 # Modules that may read results without the model, and why.
 EXEMPT = {
     "gpu_checks/device_run.py": "the lent GPU machine's driver script is standard library only by design (a "
@@ -117,7 +117,7 @@ def test_only_the_results_model_reads_or_writes_results_files():
             where = path.relative_to(REPO).as_posix()
             if where != MODEL and where not in EXEMPT:
                 found += findings(path.read_text(), where)
-    assert not found, "results files and dicts go through autograder/results.py:\n" + "\n".join(found)
+    assert not found, "results files and dicts go through autograder/record/results.py:\n" + "\n".join(found)
 
 
 def test_the_walk_looks_at_the_code_that_handles_results():
@@ -126,8 +126,8 @@ def test_the_walk_looks_at_the_code_that_handles_results():
     model = (REPO / MODEL).read_text()
     assert any("write_grades_csv: write_atomic" in f for f in findings(model, MODEL))
     assert any("to_gradescope: builds a results dict by hand" in f for f in findings(model, MODEL))
-    for where in ("gpu_checks/batch.py", "autograder/commands/gradebook.py", "autograder/classreport/sources.py",
-                  "autograder/batch.py", "autograder/reviews.py"):
+    for where in ("gpu_checks/batch.py", "autograder/cli/gradebook.py", "autograder/reporting/sources.py",
+                  "autograder/runners/batch.py", "autograder/record/reviews.py"):
         tree = ast.parse((REPO / where).read_text())
         assert any(_deals_with_results(nodes, _docstrings(tree)) for _, nodes in _scopes(tree)), where
 
@@ -203,7 +203,7 @@ def nbgrader_export(path):
 
 
 def test_the_one_text_table_aligns_columns_and_widens_for_a_long_cell():
-    from autograder.results import text_table
+    from autograder.record.results import text_table
 
     lines = text_table([("part", "score", ""), ("sdpa", "20 / 20", "title"), ("a_long_part_name", "5 / 5", "")],
                        "<><", (9, 14))

@@ -9,12 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import cli, grading, knowledge
-from autograder import rubric as rubric_file
-from autograder.paths import ASSIGNMENT, REPO, RUBRIC_FILE
-from autograder.release import RUBRIC_REFERENCE
-from autograder.route import _unwritten
-from autograder.scoring import to_units
+from autograder import cli
+from autograder.authoring.release import RUBRIC_REFERENCE
+from autograder.core import rubric as rubric_file
+from autograder.core.paths import ASSIGNMENT, REPO, RUBRIC_FILE
+from autograder.intake import knowledge
+from autograder.intake.route import _unwritten
+from autograder.pipeline import grading
+from autograder.record.scoring import to_units
 
 SHIPPED = RUBRIC_FILE.read_text()
 KEY = knowledge.load_key()
@@ -189,7 +191,7 @@ def test_the_timing_settings_declared_are_the_ones_gpu_checks_reads():
 
 
 def test_a_custom_rubric_is_hidden_from_the_worker_like_rubric_toml(tmp_path):
-    from autograder.context import GradingContext
+    from autograder.pipeline.context import GradingContext
 
     custom = rubric_file.load(custom_rubric(tmp_path))
     ctx = GradingContext.create(ASSIGNMENT, rubric=custom, isolation="inprocess", extras=False)
@@ -200,7 +202,7 @@ def test_a_custom_rubric_is_hidden_from_the_worker_like_rubric_toml(tmp_path):
 
 
 def test_a_cluster_refuses_a_custom_rubric_its_workers_would_not_have(tmp_path):
-    from autograder import cluster
+    from autograder.runners import cluster
 
     said = cluster.refusal(SimpleNamespace(isolation="auto", rubric=custom_rubric(tmp_path)))
     assert said is not None and "--rubric" in said and "rubric.toml" in said

@@ -13,10 +13,13 @@ from argparse import Namespace
 from dataclasses import fields, replace
 from pathlib import Path
 
-from autograder import cluster, grade_file, paths, results
-from autograder import rubric as rubric_file
-from autograder.commands import gradebook
-from autograder.grade_file import GradeOptions
+from autograder.cli import gradebook
+from autograder.core import paths
+from autograder.core import rubric as rubric_file
+from autograder.pipeline import grade_file
+from autograder.pipeline.grade_file import GradeOptions
+from autograder.record import results
+from autograder.runners import cluster
 
 RUBRIC = rubric_file.load()
 
@@ -51,7 +54,7 @@ def test_the_grader_files_hold_what_timing_needs_and_every_runner_uses_them(tmp_
     grades differently, so the cluster's checksum must see it."""
     shipped = {p.relative_to(paths.REPO).as_posix() for p in paths.grader_files()}
     assert {"reference/mhsa.py", "tests_hidden/knowledge_key.toml", "course/notebook/knowledge.toml",
-            "rubric.toml", "autograder/grading.py", "gpu_checks/grading.py"} <= shipped
+            "rubric.toml", "autograder/pipeline/grading.py", "gpu_checks/grading.py"} <= shipped
     assert not any("__pycache__" in name for name in shipped)
     assert cluster.grader_version() == paths.grader_checksum()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.paths import REPO
+from autograder.core.paths import REPO
 
 spec = importlib.util.spec_from_file_location("same_grades", REPO / "benchmarks" / "same_grades.py")
 same = importlib.util.module_from_spec(spec)

@@ -3,8 +3,8 @@ parts, consistency tests that count only once their parity test passes, and argu
 count only once the function works on valid arguments."""
 import pytest
 
-from autograder import rubric as rubric_file
-from autograder.scoring import UNITS, PartScore, TestResult, apportion, score_parts, total_units
+from autograder.core import rubric as rubric_file
+from autograder.record.scoring import UNITS, PartScore, TestResult, apportion, score_parts, total_units
 
 
 @pytest.fixture

@@ -1,16 +1,16 @@
 """The static scan finds forbidden APIs and evasions by reading the source, and maps them to parts."""
 import pytest
 
-from autograder import rubric as rubric_file
-from autograder.rubric import REPO
-from autograder.static_check import FORBIDDEN, REVIEW, scan
+from autograder.core import rubric as rubric_file
+from autograder.core.rubric import REPO
+from autograder.integrity.static_check import FORBIDDEN, REVIEW, scan
 
 
 def scanned(source: str, folder):
     """The grade after the grading pipeline's static-scan stage, for `source` as mhsa.py."""
     from types import SimpleNamespace
 
-    from autograder import grading
+    from autograder.pipeline import grading
 
     path = folder / "mhsa.py"
     path.write_text(source)
@@ -52,8 +52,8 @@ def test_library_attention_is_forbidden(snippet, fragment):
 def test_the_scan_and_the_run_time_monitor_forbid_the_same_names():
     """The worker's monitor cannot import the scan (it runs beside student code, on torch alone): the
     two keep their own lists, and this holds them equal."""
-    from autograder.sandbox import executor
-    from autograder.static_check import ATTENTION_NAME_FRAGMENTS, FORBIDDEN_NAMES
+    from autograder.integrity.static_check import ATTENTION_NAME_FRAGMENTS, FORBIDDEN_NAMES
+    from autograder.isolation.guest import executor
 
     assert executor.FORBIDDEN_FUNCTIONS == ATTENTION_NAME_FRAGMENTS
     assert set(executor.FORBIDDEN_MODULES) == {name for name in FORBIDDEN_NAMES if name[0].isupper()}

@@ -1,8 +1,8 @@
 """Stubs are generated from the reference: every solution region becomes a named NotImplementedError."""
 import pytest
 
-from autograder.paths import REFERENCE as REFERENCE_FILE
-from autograder.stubs import generate_stubs, solution_lines
+from autograder.authoring.stubs import generate_stubs, solution_lines
+from autograder.core.paths import REFERENCE as REFERENCE_FILE
 
 REFERENCE = REFERENCE_FILE.read_text()
 

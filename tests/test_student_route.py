@@ -1,4 +1,4 @@
-"""Which file of a student's folder is tested and graded (autograder/route.py), the same for
+"""Which file of a student's folder is tested and graded (autograder/intake/route.py), the same for
 `check`, `pytest tests_public` and the graders; and the notebook route end to end, run the way a
 student runs it, in a built student release."""
 import json
@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from autograder import notebook, release, route
-from autograder.paths import REFERENCE, REPO
-from autograder.submission import GradingError, load
+from autograder.authoring import release
+from autograder.core.paths import REFERENCE, REPO
+from autograder.intake import notebook, route
+from autograder.intake.submission import GradingError, load
 
 STUB_MODULE = (REPO / "assignment" / "mhsa.py").read_text()
 STUB_NOTEBOOK = (REPO / "assignment" / "mhsa.ipynb").read_text()
@@ -73,7 +74,7 @@ def test_grading_a_folder_uses_the_route_and_records_why(tmp_path):
 
 
 def test_gradescope_upload_of_both_says_which_was_graded(tmp_path):
-    from autograder import gradescope
+    from autograder.runners import gradescope
 
     upload = folder(tmp_path / "submission" / "assignment", STUB_MODULE, filled_notebook()).parent
     (tmp_path / "work").mkdir()

@@ -11,12 +11,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from autograder import grading, results, scoring
-from autograder.grade import Grade
-from autograder.isolation import resolve, sandbox_available
-from autograder.paths import REFERENCE, REPO, RUBRIC_FILE
-from autograder.rubric import load
-from autograder.scoring import PartScore, Row, TestResult, to_units
+from autograder.core.paths import REFERENCE, REPO, RUBRIC_FILE
+from autograder.core.rubric import load
+from autograder.isolation.host.levels import resolve, sandbox_available
+from autograder.pipeline import grading
+from autograder.record import results, scoring
+from autograder.record.grade import Grade
+from autograder.record.scoring import PartScore, Row, TestResult, to_units
 from gpu_checks.batch import load_timing, merge_folder, time_folder, with_timing
 from gpu_checks.study import CALIBRATION
 

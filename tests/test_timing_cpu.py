@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from autograder import rubric as rubric_module
+from autograder.core import rubric as rubric_module
 from gpu_checks.settings import TimingSettings
 from gpu_checks.study import suggested_rubric_lines
 from gpu_checks.timing_worker import HostClock

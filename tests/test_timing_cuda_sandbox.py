@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cuda_binds as cuda_binds_module
-from autograder import isolation
-from autograder.cuda_binds import cuda_binds, driver_libraries
-from autograder.rubric import load
+from autograder.core.rubric import load
+from autograder.isolation.host import cuda_binds as cuda_binds_module
+from autograder.isolation.host import levels as isolation
+from autograder.isolation.host.cuda_binds import cuda_binds, driver_libraries
 from gpu_checks.grading import session_environment
 from gpu_checks.harness import REFERENCE_FILE, timing_workers
 from gpu_checks.session import REFERENCE, TimingSetupError

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from autograder.sandbox import wire
+from autograder.isolation.guest import wire
 
 
 def roundtrip(obj):

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder import isolation, rubric, slot, worker, worker_template
-from autograder.backends import WorkerBackend
-from autograder.grade_file import GradeOptions
-from autograder.paths import REFERENCE
-from autograder.rubric import Limits
+from autograder.core import rubric
+from autograder.core.paths import REFERENCE
+from autograder.core.rubric import Limits
+from autograder.isolation.host import levels as isolation, worker, worker_template
+from autograder.pipeline.grade_file import GradeOptions
+from autograder.runners import slot
+from autograder.testing.backends import WorkerBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the template forks confined children on Linux")
 LEVELS = ["process", *(["sandbox"] if isolation.sandbox_available() else [])]

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from autograder.backends import InProcessBackend
-from autograder.paths import REFERENCE
+from autograder.core.paths import REFERENCE
+from autograder.testing.backends import InProcessBackend
 
 
 # The tensors here are tiny: with more than one thread, synchronisation costs ten times the work

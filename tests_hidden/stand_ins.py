@@ -1,7 +1,7 @@
 """Correct versions of the contract's building blocks, for error carried forward.
 
 When a part fails its tests, the parts built on it (rubric.toml's `builds_on`) have their failed tests
-run again with these in place of the student's own (autograder/carry_forward.py): a
+run again with these in place of the student's own (autograder/record/carry_forward.py): a
 MultiHeadSelfAttention that is right given a correct scaled_dot_product_attention keeps its points,
 and the attention bug is charged once, in sdpa. Written from torch's primitives (matmul, softmax,
 dropout), never a library attention, so that the run-time monitor has nothing to note, and in the

@@ -1,7 +1,7 @@
 """What the hidden tests share: readable cases for hypothesis, inputs drawn from them, checks.
 
-Expected values come from autograder/oracles.py (PyTorch's own implementations), shared with the
-public tests, the notebook and the diagnosis; checks on what a call did from autograder/checks.py.
+Expected values come from autograder/testing/oracles.py (PyTorch's own implementations), shared with the
+public tests, the notebook and the diagnosis; checks on what a call did from autograder/testing/checks.py.
 
 A case is a small frozen dataclass, so hypothesis's falsifying example reads like
 `case=MhsaCase(B=1, L=3, d_model=8, h=2, attn_mask='causal', ...)`. Its tensors come from a
@@ -14,10 +14,10 @@ import torch
 from hypothesis import example, settings
 from hypothesis import strategies as st
 
-from autograder import oracles
-from autograder.calls import Call
-from autograder.compare import Mismatch, expect, expect_tensor
-from autograder.oracles import additive, blocked_of, causal_blocked, padding_blocked, randn, random_blocked
+from autograder.testing import oracles
+from autograder.testing.calls import Call
+from autograder.testing.compare import Mismatch, expect, expect_tensor
+from autograder.testing.oracles import additive, blocked_of, causal_blocked, padding_blocked, randn, random_blocked
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ATTN_MASKS = ("none", "causal", "random", "per_batch", "per_head")

@@ -4,10 +4,10 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from autograder.calls import Call
-from autograder.checks import expect_raises, expect_untouched
-from autograder.compare import expect
-from autograder.oracles import block_expected, randn
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_raises, expect_untouched
+from autograder.testing.compare import expect
+from autograder.testing.oracles import block_expected, randn
 from tests_hidden.support import (BlockCase, block_call, block_cases, block_init, block_state, check_causality,
                                   check_key_padding_invariance, check_permutation_equivariance, examples,
                                   expect_close, expect_fraction, expect_grads, expect_shape, generator,

@@ -3,9 +3,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from autograder.calls import Call
-from autograder.checks import expect_untouched
-from autograder.oracles import randn
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_untouched
+from autograder.testing.oracles import randn
 from tests_hidden.support import DTYPES, HeadsCase, examples, expect_close, generator, heads_cases, layout, with_cases
 
 pytestmark = pytest.mark.part("heads")

@@ -6,10 +6,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from autograder.calls import Call
-from autograder.checks import expect_untouched
-from autograder.compare import Cause, Mismatch, close_to, expect
-from autograder.oracles import additive, padding_blocked
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_untouched
+from autograder.testing.compare import Cause, Mismatch, close_to, expect
+from autograder.testing.oracles import additive, padding_blocked
 from tests_hidden.support import examples, expect_close, generator
 
 pytestmark = pytest.mark.part("masks")

@@ -4,10 +4,10 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from autograder.calls import Call
-from autograder.checks import expect_raises, expect_tuple, expect_untouched, expect_zero_where
-from autograder.compare import Cause, any_of, close_to, dropped, expect, rescaled
-from autograder.oracles import blocked_of, mha_expected, randn
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_raises, expect_tuple, expect_untouched, expect_zero_where
+from autograder.testing.compare import Cause, any_of, close_to, dropped, expect, rescaled
+from autograder.testing.oracles import blocked_of, mha_expected, randn
 from tests_hidden.support import (ATTN_MASKS, MhsaCase, check_causality, check_key_padding_invariance,
                                   check_permutation_equivariance, examples, expect_close, expect_fraction, expect_grads,
                                   expect_shape, generator, mhsa_call, mhsa_cases, mhsa_state, expect_finite, random_in_eval, sequence_inputs,

@@ -3,10 +3,10 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from autograder.calls import Call
-from autograder.checks import expect_tuple, expect_untouched, expect_zero_where
-from autograder.compare import Cause, any_of, close_to, dropped, expect, rescaled
-from autograder.oracles import additive, blocked_of, randn, random_blocked
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_tuple, expect_untouched, expect_zero_where
+from autograder.testing.compare import Cause, any_of, close_to, dropped, expect, rescaled
+from autograder.testing.oracles import additive, blocked_of, randn, random_blocked
 from tests_hidden.support import (SdpaCase, examples, expect_close, expect_fraction, expect_shape, generator,
                                   random_in_eval, sdpa_cases, sdpa_inputs)
 

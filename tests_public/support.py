@@ -1,6 +1,6 @@
 """Helpers of the public tests: calling your code, checking results with hints, random inputs.
 
-Expected values come from autograder/oracles.py: PyTorch's own F.scaled_dot_product_attention,
+Expected values come from autograder/testing/oracles.py: PyTorch's own F.scaled_dot_product_attention,
 nn.MultiheadAttention and nn.TransformerEncoderLayer, loaded with the same weights as your module.
 Nothing here imports a solution: a test describes a call, the `impl` fixture runs it on your code,
 and the result is compared with what torch computes.
@@ -8,11 +8,11 @@ and the result is compared with what torch computes.
 import torch
 import torch.nn.functional as F
 
-from autograder import oracles
-from autograder.calls import Call
-from autograder.checks import constructed, expect_untouched
-from autograder.compare import Cause, Mismatch, expect, expect_tensor, hint_for, rescaled
-from autograder.oracles import F64
+from autograder.testing import oracles
+from autograder.testing.calls import Call
+from autograder.testing.checks import constructed, expect_untouched
+from autograder.testing.compare import Cause, Mismatch, expect, expect_tensor, hint_for, rescaled
+from autograder.testing.oracles import F64
 
 NEG_INF = float("-inf")
 # Devices the device-keeping tests use. CPU only: the public suite must behave the same on every

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from autograder.calls import Call
-from autograder.compare import expect
-from autograder.checks import expect_raises
-from autograder.oracles import F64, additive, block_expected, causal_blocked, padding_blocked
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_raises
+from autograder.testing.compare import expect
+from autograder.testing.oracles import F64, additive, block_expected, causal_blocked, padding_blocked
 from tests_public.support import (block_state, check, construct, expect_like, randn, random_bool_mask,
                                   random_lengths, run_module, scale_queries, swapped_norms, tanh_gelu)
 

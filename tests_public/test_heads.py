@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.oracles import F64
+from autograder.testing.oracles import F64
 from tests_public.support import DEVICES, check, expect_like, invoke, randn
 
 pytestmark = pytest.mark.part("heads")

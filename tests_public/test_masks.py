@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from autograder.compare import Mismatch, expect
-from autograder.oracles import additive, causal_blocked
+from autograder.testing.compare import Mismatch, expect
+from autograder.testing.oracles import additive, causal_blocked
 from tests_public.support import DEVICES, NEG_INF, check, invoke, random_bool_mask
 
 pytestmark = pytest.mark.part("masks")

@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from autograder.calls import Call
-from autograder.checks import expect_raises, expect_tuple, expect_zero_where
-from autograder.compare import Cause, dropped, expect
-from autograder.oracles import F64, additive, causal_blocked, mha_expected, padding_blocked
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_raises, expect_tuple, expect_zero_where
+from autograder.testing.compare import Cause, dropped, expect
+from autograder.testing.oracles import F64, additive, causal_blocked, mha_expected, padding_blocked
 from tests_public.support import (check, check_dropped_weights, check_weights_and_output, construct, expect_like,
                                   interleaved_qkv, mhsa_state, randn, random_bool_mask, random_lengths, run_module,
                                   scale_queries)

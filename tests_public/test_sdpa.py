@@ -4,10 +4,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.calls import Call
-from autograder.oracles import F64, sdpa_expected
-from autograder.checks import expect_tuple, expect_zero_where
-from autograder.compare import Cause, Mismatch, any_of, close_to, dropped, non_finite
+from autograder.testing.calls import Call
+from autograder.testing.checks import expect_tuple, expect_zero_where
+from autograder.testing.compare import Cause, Mismatch, any_of, close_to, dropped, non_finite
+from autograder.testing.oracles import F64, sdpa_expected
 from tests_public.support import (DEVICES, check, check_dropped_weights, check_weights_and_output, invoke,
                                   randn, random_bool_mask)
 

@@ -7,10 +7,10 @@ change to the base file carries over and a patch that stops applying fails loudl
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import toml
-from autograder.grading import ResultCollector
-from autograder.paths import CORPUS, REFERENCE, REPO  # noqa: F401 - REFERENCE: the corpus's full-marks baseline, for its users
-from autograder.rubric import PARTS
+from autograder.core import toml
+from autograder.core.paths import CORPUS, REFERENCE, REPO  # noqa: F401 - REFERENCE: the corpus's full-marks baseline, for its users
+from autograder.core.rubric import PARTS
+from autograder.pipeline.grading import ResultCollector
 
 MANIFEST = CORPUS / "mutants.toml"
 # Every manifest, in the order they were written: the first shaped the diagnosis catalog, the second
@@ -110,8 +110,8 @@ def lost_parts(path, declared=None) -> dict:
     failures of a broken part would cost most of the time (hypothesis shrinks each one).
     """
     if declared is None:
-        from autograder import rubric
-        from autograder.grading import grade
+        from autograder.core import rubric
+        from autograder.pipeline.grading import grade
 
         result = grade(Path(path), isolation="inprocess", extras=False, rubric=rubric.load())
         lost = {name: [] for name, part in result.parts.items() if part.score < part.max_score}
@@ -148,8 +148,8 @@ def failed(plugin) -> dict:
 
 
 def _run_suites(path: Path, stop_after: set) -> dict:
-    from autograder.grading import run_pytest
-    from autograder.submission import GradingError
+    from autograder.intake.submission import GradingError
+    from autograder.pipeline.grading import run_pytest
 
     plugin = _PartFailures(stop_after)
     try:

@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.backends import InProcessBackend
-from autograder.diagnosis import identify
+from autograder.feedback.diagnosis import identify
+from autograder.testing.backends import InProcessBackend
 from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
-from autograder.rubric import PARTS
+from autograder.core.rubric import PARTS
 
 RIGHT, WRONG, SILENT = "right", "wrong", "silent"
 

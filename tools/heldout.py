@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.backends import InProcessBackend
-from autograder.diagnosis import identify
-from autograder.diagnosis.catalog import CATALOG, Evidence
-from autograder.diagnosis.probes import FRESH_PROBES, Session
+from autograder.feedback.diagnosis import identify
+from autograder.feedback.diagnosis.catalog import CATALOG, Evidence
+from autograder.feedback.diagnosis.probes import FRESH_PROBES, Session
+from autograder.testing.backends import InProcessBackend
 
 ORDER = ("masks", "heads", "sdpa", "mhsa", "block")  # a part before the parts that call it
 EQUIVALENT, MODEL, CHECK, AMBIGUOUS, UNMATCHED, BROKEN = "equivalent", "model", "check", "ambiguous", \

@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.paths import CORPUS, REFERENCE
+from autograder.core.paths import CORPUS, REFERENCE
 
 
 @dataclass(frozen=True)

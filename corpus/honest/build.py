@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))  # also when run as a script
 
-from autograder import notebook  # noqa: E402
+from autograder.intake import notebook  # noqa: E402
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 

@@ -26,7 +26,7 @@ class IsolatedScoreNotes(NbGraderPreprocessor):
     course = Unicode("", help="The course folder, where `gradebook --write` keeps its results.").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from autograder.commands.gradebook import results_path
+        from autograder.cli.gradebook import results_path
 
         info = resources["nbgrader"]
         path = results_path(Path(self.course), info["assignment"], info["student"])

@@ -1,7 +1,7 @@
 """`nbgrader autograde` runs the student's kernel in bubblewrap where bubblewrap works (detected at
 run time, not assumed; AUTOGRADER_NO_SANDBOX=1 turns it off).
 
-The command line comes from autograder.isolation.sandbox_argv, the grader's own sandbox, with the
+The command line comes from autograder.isolation.host.levels.sandbox_argv, the grader's own sandbox, with the
 same policy: no network, its own PID namespace (it dies with nbgrader), a view of the filesystem
 built from nothing but the system libraries and the Python installation, read-only, and a private,
 size-limited /tmp. The course folder, the exchange (gradebook, source notebooks, other students'
@@ -49,7 +49,7 @@ class CourseExecute(Execute):
     """nbgrader's Execute, with the kernel sandboxed when bubblewrap works on this machine."""
 
     def create_kernel_manager(self):
-        from autograder.isolation import sandbox_available
+        from autograder.isolation.host.levels import sandbox_available
 
         if sandbox_available():
             self.kernel_manager_class = SandboxedKernelManager
@@ -61,7 +61,7 @@ class CourseExecute(Execute):
 
 
 def bwrap_command(workdir: Path, ipc_dir: Path, hidden: list) -> list:
-    from autograder.isolation import sandbox_argv
+    from autograder.isolation.host.levels import sandbox_argv
 
     # In its PID namespace the kernel's parent is pid 1, which ipykernel's parent poller would read as
     # "nbgrader exited"; parent 1 turns the poller off, and --die-with-parent already ends the kernel
@@ -80,6 +80,6 @@ def autograde_preprocessors() -> list:
 def _repository_hidden() -> list:
     """rubric.toml's [isolation] hidden paths; read here rather than in the config, which every
     nbgrader command loads, because the rubric module imports torch."""
-    from autograder import rubric
+    from autograder.core import rubric
 
     return list(rubric.load().hidden)

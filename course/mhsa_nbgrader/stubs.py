@@ -1,14 +1,14 @@
 """Solution cells as students get them: each stub names its function and the handout's section.
 
 nbgrader's ClearSolutions leaves a bare `raise NotImplementedError()`; NamedStubs then gives it the
-message of assignment/mhsa.py's stub (autograder.stubs.named_raises). `nbgrader generate_assignment`
+message of assignment/mhsa.py's stub (autograder.authoring.stubs.named_raises). `nbgrader generate_assignment`
 and `release --write` (which loads this course's nbgrader_config.py) both run it, so that the
 notebook students get says what assignment/mhsa.py says."""
 from nbgrader import utils
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions
 
-from autograder import stubs
+from autograder.authoring import stubs
 
 
 class NamedStubs(ClearSolutions):

@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))  # also when run as a script
 
-from autograder import toml  # noqa: E402
+from autograder.core import toml  # noqa: E402
 
 BASES = {"reference": REPO / "reference" / "mhsa.py", "stubs": REPO / "assignment" / "mhsa.py"}
 

@@ -1,0 +1,65 @@
+"""`python -m autograder COMMAND`: each command lives in its own module with add_parser and run."""
+import argparse
+import importlib
+import sys
+
+from autograder.core import paths
+
+# command name -> module under autograder/ that defines add_parser(subparsers) and run(args) -> int
+COMMANDS = {
+    "check": "autograder.cli.check",
+    "grade": "autograder.cli.grade",
+    "release": "autograder.cli.release",
+    "gradescope": "autograder.cli.gradescope",
+    "gradebook": "autograder.cli.gradebook",
+    "report": "autograder.cli.report",
+    "review": "autograder.cli.review",
+    "rubric": "autograder.cli.rubric",
+}
+
+# command name -> (the extra of pyproject.toml it needs, the modules of that extra it imports). Such a
+# command is refused before it starts when a module is missing, in one line that says what to install
+# (README.md, "Dependencies"); `grade --scheduler` names the cluster extra itself (autograder/runners/cluster.py).
+NEEDS_EXTRA = {
+    "release": ("course", ("nbformat", "nbgrader")),  # it generates the notebooks with nbgrader
+    "gradescope": ("course", ("nbformat", "nbgrader")),  # it first checks them, as release --check does
+    "gradebook": ("course", ("nbgrader",)),
+    "report": ("report", ("copydetect", "yaml", "matplotlib")),
+}
+
+
+def main(argv=None) -> int:
+    paths.put_environment_first()  # the grader's children (nbgrader's alembic, jupyter) come from this environment
+    parser = argparse.ArgumentParser(prog="python -m autograder",
+                                     description="Grade the multi-head self-attention assignment.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        try:
+            modules[name] = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:  # a command missing from a student release is fine
+                raise
+            continue
+        modules[name].add_parser(subparsers)
+    args = parser.parse_args(argv)
+    missing = missing_extra(args.command)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    return modules[args.command].run(args)
+
+
+def missing_extra(command: str) -> str | None:
+    """The line that says which extra to install, when `command` needs one whose modules do not import."""
+    extra, modules = NEEDS_EXTRA.get(command, (None, ()))
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:  # the module itself, or one it needs: the extra brings both
+            missing.append(err.name or module)
+    if not missing:
+        return None
+    return (f"{command} needs the {extra} extra (make setup-{extra}, or python3 setup_venv.py --extras {extra}): "
+            + "; ".join(f"No module named '{name}'" for name in dict.fromkeys(missing)))

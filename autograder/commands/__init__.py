@@ -1,1 +1,0 @@
-"""One module per `python -m autograder` command."""

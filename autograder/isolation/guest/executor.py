@@ -1,0 +1,414 @@
+"""Carries out one call on a loaded submission: the same code in the worker and in-process.
+
+A call is plain data (see autograder.testing.calls.Call): which function or class, its arguments, and for
+a class the constructor arguments, weights, mode and an optional backward pass. The result is
+plain data too: outputs, gradients, which inputs were modified in place, forbidden APIs used.
+"""
+import contextlib
+import os
+import re
+import sys
+from sys import _getframe  # bound before any submission runs, as the lists below are
+from types import CodeType, FunctionType
+
+import torch
+from torch.nn.modules.module import register_module_forward_pre_hook
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Fragments of torch-level function names (TorchFunctionMode) and aten operator prefixes
+# (TorchDispatchMode) that do the whole attention computation for the student. Names, not objects,
+# so getattr tricks are caught too; fragments, because torch has many private variants
+# (torch._scaled_dot_product_attention_math, torch.ops.aten._scaled_dot_product_flash_attention...)
+# and the composite ones decompose before an operator-level check could see them. The same fragments
+# as the static scan's (autograder/integrity/static_check.py ATTENTION_FRAGMENTS; the worker cannot import it,
+# tests/test_static_check.py holds the two equal).
+FORBIDDEN_FUNCTIONS = ("scaled_dot_product", "scaled_dot_attention", "multi_head_attention", "flash_attention",
+                       "efficient_attention", "cudnn_attention", "fused_attention", "_transformer_encoder_layer",
+                       "fused_sdp", "flex_attention")
+FORBIDDEN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product",  # _math, _flash_attention
+                 # (_for_cpu), _efficient_attention, _cudnn_attention, _fused_attention_overrideable
+                 "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd",
+                 "aten::_fused_sdp_choice", "aten::_efficient_attention", "aten::_flash_attention",
+                 "aten::_cudnn_attention", "aten::_triton_scaled_dot_attention", "aten::_triton_multi_head_attention",
+                 "flex_attention")  # a higher-order operator (flex_attention, flex_attention_backward): no aten::
+# The library attention modules: a class defined inside torch with one of these names, or any class
+# derived from one (torch.nn.MultiheadAttention, torch.ao.nn.quantizable.MultiheadAttention, the
+# quantized one, the Transformer family). The one list behind both run-time checks: the submodules of
+# a constructed module (forbidden_submodules) and the module code that runs during a call (_ModuleWatch).
+FORBIDDEN_MODULES = ("MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                     "TransformerEncoderLayer", "TransformerDecoderLayer")
+TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
+# What the record says when the monitor did not see its own canary: the grader holds such a grade
+# for review (grading.run_suites) instead of trusting a record that may have been switched off.
+MONITOR_SILENT = "the forbidden-API monitor stopped reporting"
+STAND_IN_MODULE = "grader_correct_versions"  # where the correct versions of error carried forward run
+
+
+def library_attention_class(cls, names=FORBIDDEN_MODULES) -> type | None:
+    """The library attention module class `cls` is or derives from (see FORBIDDEN_MODULES), else None."""
+    return next((c for c in cls.__mro__ if c.__name__ in names
+                 and isinstance(c.__module__, str) and c.__module__.startswith("torch.")), None)
+
+
+def library_label(cls) -> str:
+    """How a finding names a library module class: nn.MultiheadAttention, or its full name outside torch.nn."""
+    if cls.__module__.startswith("torch.nn."):
+        return f"nn.{cls.__name__}"
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+class ForbiddenApiMonitor(TorchFunctionMode):
+    """Records forbidden torch functions and aten operators called while it is active.
+
+    The lists are bound when this module is loaded (default arguments), before any submission
+    runs: rebinding the module's names later (`executor.FORBIDDEN_FUNCTIONS = ()`) changes nothing.
+    The record lives in the submission's process, so it cannot be trusted blindly: `check_canary`,
+    called while the monitor is active after the student's code returns, runs one operation on a
+    tensor only the monitor knows; if either mode did not see it (a mode popped off torch's stack, the
+    monitor's methods replaced), the record says MONITOR_SILENT and the grader holds the grade for a
+    person. Switching the modes off only around a call (DisableTorchFunction) is left to the static
+    scan, which holds any use of those switches.
+
+    A library attention module computes with plain matmuls and softmax (the quantizable
+    MultiheadAttention does), so no function or operator name gives it away: `_ModuleWatch`, a global
+    module hook of torch's that lives only while the monitor is active, notes the library modules that
+    run, and the canary proves that hook still fires too.
+    """
+
+    def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
+        super().__init__()
+        self.used = []
+        self._functions = re.compile("|".join(map(re.escape, functions)))  # one C search per call, not ten
+        self._ops = _OpRecorder(self.used, ops)
+        self._modules = _ModuleWatch(self.used)
+        self._canary = None
+        self.saw_canary = False
+
+    def __enter__(self):
+        self._modules.watch(below=_getframe(1))
+        self._ops.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            super().__exit__(*exc)
+            self._ops.__exit__(*exc)
+        finally:
+            self._modules.stop()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        __tracebackhide__ = True
+        if self._canary is not None and args and args[0] is self._canary:
+            self.saw_canary = True
+        name = getattr(func, "__name__", "")
+        if self._functions.search(name):
+            _note(self.used, f"torch function {name}")
+        caller = _getframe(0).f_back  # the code that called it (a tensor method, torch.bmm); None from C
+        library = _library_class_running(caller) if caller is not None else None
+        if library is not None:
+            _note(self.used, f"torch module {library_label(library)}")
+        return func(*args, **(kwargs or {}))
+
+    def check_canary(self) -> None:
+        """Run the canary through both modes and the module hook; note MONITOR_SILENT unless all saw it."""
+        self._canary = self._ops.canary = torch.zeros(1)
+        self.saw_canary = self._ops.saw_canary = self._modules.saw_canary = False
+        torch.neg(self._canary)
+        self._modules.canary(self._canary)
+        if not (self.saw_canary and self._ops.saw_canary):
+            _note(self.used, f"{MONITOR_SILENT} (its check operation was not recorded)")
+        if not self._modules.saw_canary:
+            _note(self.used, f"{MONITOR_SILENT} (torch's module hooks no longer run)")
+        self._canary = self._ops.canary = None
+
+
+class _OpRecorder(TorchDispatchMode):
+    # Higher-order operators (flex_attention) come here too, named by .name(); without this flag torch
+    # refuses to run them under the mode at all, an error that would hide the reason from the student.
+    supports_higher_order_operators = True
+
+    def __init__(self, used, forbidden):
+        super().__init__()
+        self.used = used
+        self._forbidden = forbidden
+        self.canary = None
+        self.saw_canary = False
+
+    @classmethod
+    def _should_skip_dynamo(cls):
+        # Nothing here is compiled; without this, torch wraps __torch_dispatch__ in a dynamo guard
+        # whose first use imports torch._dynamo: about 3 s more for every worker start.
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        __tracebackhide__ = True
+        if self.canary is not None and args and args[0] is self.canary:
+            self.saw_canary = True
+        name = func._schema.name if hasattr(func, "_schema") else func.name()
+        if name.startswith(self._forbidden):
+            _note(self.used, f"operator {name}")
+        return func(*args, **(kwargs or {}))
+
+
+class _ModuleWatch:
+    """Notes the library attention modules (library_attention_class) whose code runs while it is
+    active, however they were reached: called (by any name, through a mapping, functional_call), or
+    their forward (or any other method of theirs, on any object) called directly, which skips the
+    module's own call and its hooks. Such a method is seen on the stack when it calls a module, and by
+    the monitor's function mode when it calls a torch function itself (its caller's frame). One torch
+    global forward pre-hook, registered on entry and removed on exit, so a module an honest student
+    runs outside the grader's calls (a comparison at import) is never seen.
+    Its cost is one dictionary lookup per module call and per frame on the stack above the frame that
+    started the watch (below it is the grader: the worker's loop, or pytest's deep stack in-process)."""
+
+    def __init__(self, used):
+        self.used = used
+        self.canary = _CANARY_MODULE
+        self.saw_canary = False
+        self._handle = None
+        self._floor = None
+
+    def watch(self, below):
+        """Start: `below` is the grader's frame that the student's code runs above."""
+        self._floor = below
+        self._handle = register_module_forward_pre_hook(self._before_forward)
+
+    def stop(self):
+        self._handle.remove()
+        self._floor = None  # a frame kept alive would keep every local of the grader's call with it
+
+    def _before_forward(self, module, args):
+        if module is self.canary:
+            self.saw_canary = True
+            return
+        cls = _CLASS_VERDICTS.get(type(module), _UNSEEN)
+        if cls is _UNSEEN:
+            cls = _CLASS_VERDICTS[type(module)] = library_attention_class(type(module))
+        if cls is not None:
+            _note(self.used, f"torch module {library_label(cls)}")
+        frame, floor = _getframe(0).f_back, self._floor
+        while frame is not None and frame is not floor:
+            cls = _library_class_running(frame)
+            if cls is not None:
+                _note(self.used, f"torch module {library_label(cls)}")
+            frame = frame.f_back
+
+
+_UNSEEN = object()
+_CANARY_MODULE = torch.nn.Identity()  # made once: a module's constructor costs more than the whole check
+_CLASS_VERDICTS = {}  # type -> its library attention class or None, for every module type called
+# id(code) -> (code, the library attention class it is a method of, or None), for every code seen on
+# the stack: keyed by id because hashing a code object hashes its contents (about 4 times slower), and
+# the code kept in the value so that its id is never reused for another one.
+_CODE_VERDICTS = {}
+
+
+def _library_class_running(frame) -> type | None:
+    """The library attention class whose method `frame` runs, or None (remembered per code object)."""
+    code = frame.f_code
+    seen = _CODE_VERDICTS.get(id(code))
+    if seen is None or seen[0] is not code:
+        seen = _CODE_VERDICTS[id(code)] = (code, _library_class_of(frame))
+    return seen[1]
+
+
+def _library_class_of(frame) -> type | None:
+    """The library attention class whose method (or a function nested in one) `frame` runs, found
+    among the classes of the torch module the code belongs to."""
+    code = frame.f_code
+    if not code.co_filename.startswith(TORCH_DIR):
+        return None
+    module = sys.modules.get(frame.f_globals.get("__name__"))
+    for value in list(getattr(module, "__dict__", {}).values()):
+        library = library_attention_class(value) if isinstance(value, type) else None
+        if library is not None and any(c is code for member in vars(value).values() for c in _codes(member)):
+            return library
+    return None
+
+
+def _codes(member) -> list:
+    """The code objects of a class member: a function's (and what it wraps, and its nested functions'),
+    a static or class method's, a property's. Other members (names, classes, constants) have none."""
+    if isinstance(member, (staticmethod, classmethod)):
+        functions = [member.__func__]
+    elif isinstance(member, property):
+        functions = [member.fget, member.fset, member.fdel]
+    else:
+        functions = [member]
+    found = []
+    for function in functions:
+        while isinstance(function, FunctionType) and all(function.__code__ is not c for c in found):
+            found.append(function.__code__)
+            function = function.__dict__.get("__wrapped__")  # functools.wraps
+    for code in found:  # grows while it is read: nested functions, lambdas, comprehensions
+        found.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return found
+
+
+def _note(used, what):
+    if what not in used:
+        used.append(what)
+
+
+def forbidden_submodules(module):
+    return [f"{library_label(library_attention_class(type(m)))} at '{name or 'self'}'"
+            for name, m in module.named_modules() if library_attention_class(type(m)) is not None]
+
+
+def execute(submission, call: dict) -> dict:
+    """Runs `call` against the module object `submission`; exceptions propagate to the caller."""
+    __tracebackhide__ = True  # in-process under pytest: the student reads their own frames only
+    target = getattr(submission, call["target"], None)
+    if target is None:
+        raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
+    with standing_in(submission, call.get("stand_ins", ""), call["target"]):
+        return _execute(target, call)
+
+
+@contextlib.contextmanager
+def standing_in(submission, source: str, target: str):
+    """The grader's correct versions (`source`, sent by autograder/record/carry_forward.py) in place of the
+    submission's functions of the same names while the call runs, never the call's `target` itself:
+    every module-level name bound to the student's own object is rebound, aliases included, so that
+    code which calls it (a MultiHeadSelfAttention calling scaled_dot_product_attention) runs with a
+    correct one. The submission's namespace is restored afterwards, whatever the call did."""
+    if not source:
+        yield
+        return
+    correct = {"__name__": STAND_IN_MODULE}
+    exec(compile(source, STAND_IN_MODULE, "exec", dont_inherit=True), correct)  # noqa: S102
+    namespace = vars(submission)
+    saved = dict(namespace)
+    for name, version in correct.items():
+        defined_there = getattr(version, "__module__", None) == STAND_IN_MODULE  # not an import, not a helper
+        if not defined_there or name.startswith("_") or name == target:
+            continue
+        own = saved.get(name)
+        for key, value in saved.items():
+            if own is not None and value is own:
+                namespace[key] = version
+        namespace[name] = version
+    try:
+        yield
+    finally:
+        namespace.clear()
+        namespace.update(saved)
+
+
+def _execute(target, call: dict) -> dict:
+    __tracebackhide__ = True
+    args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
+    result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
+              "forbidden": []}
+    seed_cpu(call.get("seed", 0))
+    monitor = ForbiddenApiMonitor()
+    fn = target
+    if call.get("init") is not None:
+        def construct():
+            __tracebackhide__ = True
+            return target(**call["init"])
+
+        fn = _monitored(monitor, construct)
+        if fn is _RAISED_AFTER_FORBIDDEN:
+            result["forbidden"].extend(monitor.used)
+            return result
+        if call.get("dtype") is not None:
+            fn = fn.to(call["dtype"])
+        if call.get("state") is not None:
+            fn.load_state_dict(call["state"], strict=True)
+        fn.train(bool(call.get("training", False)))
+        result["attributes"] = describe(fn)
+        result["forbidden"].extend(forbidden_submodules(fn))
+        if call.get("construct_only"):
+            result["forbidden"].extend(monitor.used)
+            return result
+
+    backward = call.get("grad_outputs") is not None
+    named = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+    if backward:
+        for name, a in named.items():
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                a.requires_grad_(True)
+    before = {name: a.detach().clone() for name, a in named.items() if isinstance(a, torch.Tensor)}
+
+    def forward_and_backward():
+        __tracebackhide__ = True
+        out = fn(*args, **kwargs)
+        if backward:
+            outputs = [t for t in _tensors(out) if t.requires_grad]
+            grads = _tensors(call["grad_outputs"])[:len(outputs)]
+            if outputs:
+                torch.autograd.backward(outputs, grads)
+        return out
+
+    out = _monitored(monitor, forward_and_backward)
+    if out is _RAISED_AFTER_FORBIDDEN:
+        result["forbidden"].extend(monitor.used)
+        return result
+    result["output"] = out
+    result["mutated"] = [name for name, old in before.items() if not same_bits(named[name].detach(), old)]
+    if backward:
+        result["input_grads"] = {name: a.grad for name, a in named.items()
+                                 if isinstance(a, torch.Tensor) and a.is_floating_point()}
+        if isinstance(fn, torch.nn.Module):
+            result["param_grads"] = {name: p.grad for name, p in fn.named_parameters()}
+    result["forbidden"].extend(monitor.used)
+    return result
+
+
+_RAISED_AFTER_FORBIDDEN = object()
+
+
+def _monitored(monitor, step):
+    """step()'s value, run under the monitor and followed by its canary; _RAISED_AFTER_FORBIDDEN when
+    step raised after using a forbidden API, whose finding is then the reply: it is what the student
+    must read, not the error it led to (flex_attention under the grader's modes raises in torch.compile)."""
+    __tracebackhide__ = True
+    try:
+        with monitor:
+            value = step()
+            monitor.check_canary()
+    except Exception:
+        if not monitor.used:
+            raise
+        return _RAISED_AFTER_FORBIDDEN
+    return value
+
+
+def seed_cpu(seed: int) -> None:
+    """torch.manual_seed's effect on the CPU generator, which every test input and the submission's
+    dropout draw from. torch.manual_seed itself also queues a seed for each lazy accelerator backend
+    (CUDA, XPU, MTIA) with the caller's formatted stack: milliseconds under pytest's deep stacks, paid
+    on every call and every test. An accelerator already in use is seeded as torch.manual_seed would."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
+def describe(module) -> dict:
+    """What the grader may check about a constructed module, as plain data."""
+    plain = (bool, int, float, str)
+    return {
+        "class": type(module).__name__,
+        "params": {name: list(p.shape) for name, p in module.named_parameters()},
+        "children": {name: type(m).__name__ for name, m in module.named_children()},
+        "fields": {name: value for name, value in vars(module).items()
+                   if not name.startswith("_") and isinstance(value, plain)},
+        "training": module.training,
+    }
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+def same_bits(a, b):
+    """Equality that treats NaN like any other value: an in-place write is a change of bits."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))

@@ -1,0 +1,1 @@
+"""The grader's side of a worker: the isolation levels, the bubblewrap command, starting, feeding and killing workers."""

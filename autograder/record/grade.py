@@ -1,0 +1,60 @@
+"""The record of one grade (Grade) and its statuses: what the stages build and results writes.
+
+It sits below both, so that the one results model (autograder/record/results.py) reads a grade without
+importing the stages that make it (autograder/pipeline/grading.py). Test, part and row records, and the
+integer point units, are autograder/record/scoring.py's.
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.record import scoring
+from autograder.record.scoring import Points
+
+SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
+STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
+HELD = "held"  # graded, but what the grader could not decide waits for a person (`review` command)
+
+
+@dataclass(frozen=True)
+class Grade(Points):
+    submission: str
+    isolation: str
+    suites: tuple
+    status: str = "graded"
+    message: str = ""                       # why there is no grade, when status is not "graded"
+    source: Path | None = None              # the private copy of the submission being graded
+    knowledge_answers: dict | None = None
+    forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
+    held: dict = field(default_factory=dict)        # part -> why a person must review it first
+    withheld: bool = False                  # a held grade's total reads 0 until released (the rubric's held_score)
+    confirmed_units: int = 0                # a held grade's total if the reviewer confirms: its held parts 0
+    tests: tuple = ()                       # TestResult, scored once the score stage ran
+    parts: dict = field(default_factory=dict)       # part -> PartScore, in rubric order
+    rows: tuple = ()                        # knowledge and timing rows (scoring.Row)
+    adjustments: tuple = ()                 # rows that change the total, not a part: a late penalty
+    notes: tuple = ()                       # for instructors: what the grader could not do
+    output: str = ""                        # what the submission printed (capped)
+    execution_time: float = 0.0
+    max_units_if_failed: int = 0            # the maximum a failure result states
+    produced_by: dict = field(default_factory=dict)  # grade_file.graded_with: what a rerun compares
+
+    @property
+    def earned_units(self) -> int:
+        """The total the tests earned, late penalty included: what a held grade gets once released."""
+        return max(0, scoring.total_units(self.parts)[0] + sum(r.units for r in self.adjustments))
+
+    @property
+    def units(self) -> int:
+        return 0 if self.status == HELD and self.withheld else self.earned_units
+
+    @property
+    def max_units(self) -> int:
+        return scoring.total_units(self.parts)[1] if self.status in ("graded", HELD) else self.max_units_if_failed
+
+
+def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
+            elapsed: float = 0.0) -> Grade:
+    """A Grade for a submission that could not be graded: score 0 out of the usual maximum, and why."""
+    assert status in STATUSES[1:]
+    return Grade(name, isolation, tuple(suites), status=status, message=message, execution_time=round(elapsed, 2),
+                 max_units_if_failed=max_units)

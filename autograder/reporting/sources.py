@@ -1,0 +1,193 @@
+"""What the class report reads: the grades, as one list of Records, and the submissions' code.
+
+The grades come from a batch folder, a Gradescope export or an nbgrader gradebook export; the source
+code is for the similarity check.
+
+Every field of a results file is read with a default: a results file written by an older or newer
+grader, or by hand, still reports what it has.
+"""
+import csv
+import io
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.core.errors import clean_name, clean_text
+from autograder.intake import notebook, submission
+from autograder.record import results
+
+BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
+KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
+         NBGRADER: "an nbgrader gradebook export (per-student totals only)"}
+NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
+# What the report reads, bounded: results files through the results model (results.load_any, within
+# results.MAX_READ_BYTES), a gradebook export or Gradescope's metadata a few MB for a large course; code
+# compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
+# submission may be (fingerprinting that takes minutes and gigabytes, for every pair).
+MAX_READ_BYTES = 32 << 20
+MAX_COMPARED_CHARS = 256 << 10
+
+
+@dataclass
+class Record:
+    """One student's grade, whatever the source."""
+    name: str
+    score: float | None
+    max_score: float | None
+    status: str = "graded"                    # or timeout, crashed, error; "no submission" (nbgrader)
+    isolation: str = ""
+    parts: dict = field(default_factory=dict)  # part -> {score, max_score, graded, notes, diagnosis}
+    left_out: tuple = ()                      # what max_score leaves out of the rubric, and why (results.LeftOut)
+    tests: list = field(default_factory=list)
+    forbidden: list = field(default_factory=list)
+    flags: list = field(default_factory=list)
+    held: dict = field(default_factory=dict)  # a hold for review: reasons, parts, decision (results.held_record)
+    keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
+    output: str = ""                          # the results' top-level text (why a grade is missing)
+
+    @property
+    def graded(self) -> bool:
+        return self.status == "graded" and self.score is not None
+
+
+def detect(path: Path) -> str:
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        return NBGRADER
+    if not path.is_dir():
+        raise ValueError(f"{path}: expected a batch's results folder, a Gradescope export folder or an "
+                         "nbgrader gradebook CSV (`nbgrader export`)")
+    if any(results.load_any(p) for p in path.glob("*.json")):
+        return BATCH
+    if any(_gradescope_results(p) for p in path.iterdir() if p.is_dir()):
+        return GRADESCOPE
+    raise ValueError(f"{path}: no results files (NAME.json from `grade --batch`, or SUBMISSION/results.json "
+                     "from a Gradescope export)")
+
+
+def load(path: Path, rubric) -> tuple:
+    """(kind, records sorted by name); `rubric`: the course's, for what each maximum leaves out of it."""
+    kind = detect(path)
+    records = _nbgrader(Path(path)) if kind == NBGRADER else {BATCH: _batch, GRADESCOPE: _gradescope}[kind](
+        Path(path), rubric)
+    return kind, sorted(records, key=lambda r: r.name)
+
+
+def read_text(path: Path) -> str:
+    """The text of `path`, a regular file of at most MAX_READ_BYTES (not a link, a FIFO or a
+    device, which could block the report or lead anywhere); OSError saying why not."""
+    try:
+        return submission.read_regular(path, MAX_READ_BYTES).decode("utf-8", "replace")
+    except submission.GradingError as err:
+        raise OSError(str(err)) from None
+
+
+def from_results(data: dict, name: str, rubric, keys=()) -> Record:
+    extra = data.get("extra_data") or {}
+    parts = {p: dict(v) for p, v in (extra.get("parts") or {}).items() if isinstance(v, dict)}
+    tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
+    forbidden = [f for f in extra.get("forbidden") or [] if isinstance(f, str)]  # the grader's own list, never its texts
+    score = data.get("score")
+    return Record(name=clean_name(name), score=float(score) if isinstance(score, (int, float)) else None,
+                  max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
+                  isolation=extra.get("isolation", ""), parts=parts, left_out=tuple(results.left_out(data, rubric)),
+                  tests=tests, forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
+                  held=extra["held"] if isinstance(extra.get("held"), dict) else {},
+                  keys=tuple(dict.fromkeys([name, *keys])), output=str(data.get("output") or ""))
+
+
+def _batch(folder: Path, rubric) -> list:
+    return [from_results(data, p.stem, rubric) for p in sorted(folder.glob("*.json"))
+            if (data := results.load_any(p)) is not None]
+
+
+def _gradescope(folder: Path, rubric) -> list:
+    """A Gradescope export: one folder per submission (submission_<id>/, holding results.json or
+    results/results.json) and submission_metadata.yml naming each folder's submitters."""
+    metadata = _gradescope_metadata(folder / "submission_metadata.yml")
+    records = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        found = _gradescope_results(sub)
+        if found is None:
+            continue
+        submitters = metadata.get(sub.name, [])
+        name = ", ".join(s["name"] for s in submitters if s.get("name")) or sub.name
+        keys = [sub.name, *(s.get(k) for s in submitters for k in ("sid", "email", "name") if s.get(k))]
+        records.append(from_results(results.load_any(found), name, rubric, keys))
+    return records
+
+
+def _gradescope_results(folder: Path) -> Path | None:
+    for candidate in (folder / results.RESULTS_FILE, folder / "results" / results.RESULTS_FILE):
+        if results.load_any(candidate) is not None:
+            return candidate
+    return None
+
+
+def _gradescope_metadata(path: Path) -> dict:
+    """folder -> [{name, sid, email}]; Gradescope writes Ruby-style keys (':submitters', ':name')."""
+    if not path.is_file():
+        return {}
+    import yaml
+
+    data = yaml.safe_load(read_text(path)) or {}
+    out = {}
+    for folder, info in data.items():
+        submitters = (info or {}).get(":submitters") or (info or {}).get("submitters") or []
+        out[str(folder)] = [{k.lstrip(":"): str(v) for k, v in s.items() if v is not None}
+                            for s in submitters if isinstance(s, dict)]
+    return out
+
+
+def _nbgrader(path: Path) -> list:
+    """`nbgrader export`'s CSV: one row per student and assignment. nbgrader writes a score of 0 with
+    an empty timestamp for a student who submitted nothing: that is "no submission" here, not a 0."""
+    rows = list(csv.DictReader(io.StringIO(read_text(path), newline="")))
+    if not rows or not NBGRADER_COLUMNS <= set(rows[0]):
+        raise ValueError(f"{path}: not an nbgrader gradebook export (columns {sorted(NBGRADER_COLUMNS)} needed); "
+                         "for a batch, give its results folder, not grades.csv")
+    assignments = {row.get("assignment") for row in rows}
+    if len(assignments) > 1:  # the export holds the whole course: this assignment's rows only
+        rows = [row for row in rows if row.get("assignment") == notebook.ASSIGNMENT]
+        if not rows:
+            raise ValueError(f"{path}: no rows of assignment {notebook.ASSIGNMENT!r} (found {sorted(assignments)})")
+    records = []
+    for row in rows:
+        submitted = bool(row.get("timestamp", "x").strip())
+        name = " ".join(filter(None, (row.get("first_name", "").strip(), row.get("last_name", "").strip())))
+        records.append(Record(name=clean_name(row["student_id"]), score=_number(row["score"]) if submitted else None,
+                              max_score=_number(row["max_score"]), status="graded" if submitted else "no submission",
+                              keys=tuple(filter(None, (row["student_id"], row.get("email", ""), name)))))
+    return records
+
+
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def submission_sources(folder: Path) -> tuple:
+    """({submission name: the mhsa.py that is graded}, [what could not be read or compared]) for a
+    batch's input folder, with the batch's own names and the grader's own reading of .py files,
+    folders and notebooks (each bounded by it); code over MAX_COMPARED_CHARS is not compared."""
+    from autograder.runners.slot import discover  # imports the grading engine (and torch): only when code is compared
+
+    sources, problems = {}, []
+    with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
+        for number, sub in enumerate(discover(Path(folder))):
+            name = clean_name(sub.name)
+            workdir = Path(tmp) / str(number)  # the name is the student's: not a safe file name
+            workdir.mkdir()
+            try:
+                code = submission.load(sub.path, workdir).source.read_text(errors="replace")
+            except (submission.GradingError, OSError, ValueError) as err:
+                problems.append(f"{name}: {clean_text(err, 300)}")
+                continue
+            if len(code) > MAX_COMPARED_CHARS:
+                problems.append(f"{name}: {len(code):,} characters of code, over the {MAX_COMPARED_CHARS:,} compared "
+                                "for similarity: not compared")
+                continue
+            sources[name] = code
+    return sources, problems

@@ -1,0 +1,1 @@
+"""Routes that grade submissions through grader slots: the slot itself, a batch, a Dask cluster, Gradescope."""
