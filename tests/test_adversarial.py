@@ -23,6 +23,7 @@ from autograder.isolation.host.levels import resolve
 from autograder.pipeline import grading
 from autograder.record import results
 from autograder.testing import backends
+from autograder.record.grade import Status
 
 CORPUS = rubric_file.REPO / "examples" / "adversarial"
 FORGED_CANARY = Path("/tmp/mhsa-adversarial-forged.json")  # a path forge_results.py writes to
@@ -90,7 +91,7 @@ def feedback(grade) -> str:
     """Everything a student reads about the grade."""
     texts = [results.test_output(t, FAST) for t in grade.tests if not t.passed]
     texts += [note for p in grade.parts.values() for note in p.notes] + [grade.output, *grade.notes]
-    held = results.held_lines(grade) if grade.status == grading.HELD else []
+    held = results.held_lines(grade) if grade.status == Status.HELD else []
     return "\n".join([*held, *texts])
 
 
@@ -112,7 +113,7 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene):
     assert set(grade.parts) >= losing
     text = feedback(grade)
     if case.held:  # a person decides: the total is withheld; the tests show the run-time defences
-        assert grade.status == grading.HELD and grade.score == 0, grade.status
+        assert grade.status == Status.HELD and grade.score == 0, grade.status
         assert any(case.held.lower() in r.lower() for reasons in grade.held.values() for r in reasons), grade.held
         tested = {t.part for t in grade.tests}
         failing = {t.part for t in grade.tests if not t.passed}

@@ -14,6 +14,7 @@ from autograder.core.paths import REFERENCE
 from autograder.isolation.guest.executor import MONITOR_SILENT, ForbiddenApiMonitor
 from autograder.pipeline import grading
 from autograder.record import results, reviews
+from autograder.record.grade import Status
 
 RUBRIC = rubric_file.load()
 FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))
@@ -26,12 +27,12 @@ def test_the_monitor_sees_its_canary_and_reports_when_it_does_not():
     with monitor:
         torch.nn.functional.scaled_dot_product_attention(q, q, q)
         monitor.check_canary()
-    assert monitor.used and not any(MONITOR_SILENT in u for u in monitor.used), monitor.used
+    assert monitor.used and not monitor.silent, (monitor.used, monitor.silent)
     popped = ForbiddenApiMonitor()
     with popped:
         with torch.overrides._pop_mode_temporarily():  # the function mode taken off torch's stack
             popped.check_canary()
-    assert any(MONITOR_SILENT in u for u in popped.used), popped.used
+    assert popped.silent == ["its check operation was not recorded"] and not popped.used, popped.silent
 
 
 def test_a_reference_with_an_untraceable_reach_is_held_with_its_earned_score_kept(tmp_path):
@@ -40,7 +41,7 @@ def test_a_reference_with_an_untraceable_reach_is_held_with_its_earned_score_kep
     path = tmp_path / "held.py"
     path.write_text(REFERENCE.read_text() + ATTRGETTER)
     grade = grading.grade(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
-    assert grade.status == grading.HELD and grade.withheld
+    assert grade.status == Status.HELD and grade.withheld
     assert grade.score == 0 and grade.earned_units == grade.max_units > 0 and grade.confirmed_units == 0
     data = results.to_gradescope(grade, FAST)
     assert data["score"] == 0 and data["extra_data"]["status"] == "held" and data["tests"]
@@ -127,14 +128,6 @@ def test_a_submission_named_like_the_review_record_keeps_its_row_and_the_decisio
     assert set(rows) == {"alice", "reviews"} and rows["reviews"]["score"] == "20.0"
     write(out / "alice.json", held_results("alice"))  # a rerun (--force) holds alice again
     assert reviews.reapply(out, ["alice", "reviews"]) == ["alice"]
-
-
-def test_decisions_an_earlier_version_kept_beside_the_results_still_apply(tmp_path):
-    write(tmp_path / "alice.json", held_results("alice"))
-    decision = {"decision": "release", "reasons": held_results("alice")["extra_data"]["held"]["reasons"], "note": ""}
-    write(tmp_path / reviews.REVIEWS_FILE, {"alice": decision})
-    assert reviews.reapply(tmp_path, ["alice"]) == ["alice"]
-    assert json.loads((tmp_path / "alice.json").read_text())["score"] == 12.0
 
 
 @pytest.mark.parametrize("name, message", [("carol", "no results"), ("dave", "not held")])
@@ -233,7 +226,7 @@ def test_a_monitor_swapped_out_at_run_time_holds_the_grade_even_without_the_scan
     path.write_text(REFERENCE.read_text() + SWAPPED_MONITOR)
     ctx = GradingContext.create(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
     grade = grading.run(ctx, stages=tuple(s for s in grading.STAGES if s is not grading.static_scan))
-    assert grade.status == grading.HELD and grade.score == 0
+    assert grade.status == Status.HELD and grade.score == 0
     assert any(MONITOR_SILENT in r for reasons in grade.held.values() for r in reasons), grade.held
     assert "sdpa" in grade.held
 

@@ -23,6 +23,7 @@ from autograder.isolation.host.levels import Isolation
 from autograder.pipeline import grading
 from autograder.testing.backends import WorkerBackend
 from autograder.testing.calls import Call
+from autograder.record.grade import Status
 
 RUBRIC = rubric_file.load()
 FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))
@@ -131,7 +132,7 @@ def test_a_library_module_reached_without_its_name_zeroes_the_parts_it_runs_in(t
     path.write_text(REFERENCE.read_text() + ATTACK)
     assert scan(path.read_text()) == [], "the static scan sees nothing: the run-time monitor must"
     grade = grading.grade(path, suites=("public",), isolation="process", rubric=FAST, extras=False)
-    assert grade.status != grading.HELD, grade.held
+    assert grade.status != Status.HELD, grade.held
     assert set(grade.forbidden) == {"mhsa", "block"}, grade.forbidden
     assert all(any(QUANTIZABLE in reason for reason in grade.forbidden[part]) for part in ("mhsa", "block"))
     scores = {name: part for name, part in grade.parts.items()}
@@ -181,8 +182,8 @@ def test_library_modules_run_at_import_cost_an_honest_call_nothing(routes):
 
 def test_cleared_module_hooks_silence_the_monitor_and_say_so(routes):
     """Clearing torch's global hook table hides the library module from the hook: the canary notices,
-    and the grader holds the grade for a person (grading.run_suites, on MONITOR_SILENT)."""
-    with pytest.raises(errors.ForbiddenApiError, match=MONITOR_SILENT):
+    and the grader holds the grade for a person (grading.run_suites, on errors.MonitorSilent)."""
+    with pytest.raises(errors.MonitorSilent, match=MONITOR_SILENT):
         routes.run(Call("hooks_cleared_then_library", (X,)))
     assert routes.run(Call("MultiHeadSelfAttention", (torch.randn(2, 5, 8),),
                            init={"d_model": 8, "num_heads": 2})).forbidden == [], "the next call is watched again"
@@ -198,11 +199,11 @@ def test_the_canary_notices_module_hooks_that_no_longer_run():
             monitor.check_canary()
         finally:
             hooks.update(saved)
-    assert f"{MONITOR_SILENT} (torch's module hooks no longer run)" in monitor.used, monitor.used
+    assert monitor.silent == ["torch's module hooks no longer run"] and monitor.used == [], monitor.silent
     intact = ForbiddenApiMonitor()
     with intact:
         intact.check_canary()
-    assert intact.used == []
+    assert intact.used == [] and intact.silent == []
 
 
 def test_the_module_hook_lives_only_while_the_monitor_is_active():

@@ -196,10 +196,10 @@ def test_merged_results_are_the_results_grade_writes_with_that_timing(status, sc
 def test_merge_refuses_what_it_cannot_redo_and_says_why():
     held = graded_results("erin")
     held["extra_data"] = {**held["extra_data"], "held": {"reasons": ["dynamic import"], "decision": None}}
-    old_late = graded_results("frank", late_share=0.2)
-    del old_late["extra_data"]["adjustments"][0]["share"]  # written before the share was kept
+    edited_late = graded_results("frank", late_share=0.2)
+    del edited_late["extra_data"]["adjustments"][0]["share"]  # a file edited by hand
     no_timing = replace(load(), parts={name: part for name, part in load().parts.items() if name != "timing"})
-    for data, rubric, why in ((held, load(), "held for review"), (old_late, load(), "without its share"),
+    for data, rubric, why in ((held, load(), "held for review"), (edited_late, load(), "states no share"),
                               (graded_results("gina"), no_timing, r"no \[parts.timing\]")):
         with pytest.raises(ValueError, match=why):
             with_timing(data, timing_file("x", "passed", 5.0), rubric)

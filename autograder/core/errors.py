@@ -56,12 +56,20 @@ class SubmissionTimeout(SubmissionError):
     """A call ran past its time limit; the worker was killed and restarted."""
 
 
+class GradeStopped(SubmissionTimeout):
+    """The whole-submission time limit stopped the grade before or during this call: not the call's fault."""
+
+
 class SubmissionCrashed(SubmissionError):
     """The worker died during a call: os._exit, a segfault, the memory limit, too much output."""
 
 
 class ForbiddenApiError(SubmissionError):
     """The submission used an API the assignment forbids; its rubric part scores 0."""
+
+
+class MonitorSilent(ForbiddenApiError):
+    """The forbidden-API monitor could not vouch for a call's record: a person reviews the grade, nothing is zeroed."""
 
 
 _RAISED = {}

@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 from autograder.intake import knowledge
 from autograder.record import results
+from autograder.record.grade import Status
 
 FAILURES_PER_PART = 3   # distinct failures shown per part; the rest are one `pytest -k` away
 MESSAGE_LINES = 12      # lines of one failure message (a traceback past that is in pytest's output)
@@ -21,11 +22,11 @@ NOT_GRADED_HERE = {
 
 
 def report(grade, rubric) -> str:
-    if grade.status not in ("graded", "held"):
+    if not grade.status.has_grade:
         return f"{results.clean_name(grade.submission)}: not checked\n{results.printable(grade.message)}"
     lines = [f"{results.clean_name(grade.submission)}: {grade.score:.2f} / {grade.max_score:.2f} points from the public tests "
              f"(isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
-    lines += results.held_lines(grade) if grade.status == "held" else []
+    lines += results.held_lines(grade) if grade.status == Status.HELD else []
     lines += [results.printable(note) for note in grade.notes]
     lines += ["", f"  {'part':<10} {'score':>15}  {'tests passed':>12}"]
     for name, part in rubric.parts.items():

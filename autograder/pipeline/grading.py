@@ -26,7 +26,7 @@ from autograder.record import carry_forward as ecf
 from autograder.record import scoring
 # The grade's record lives below the stages, so that results (which writes it) need not import them
 from autograder.intake.submission import GradingError
-from autograder.record.grade import HELD, Grade
+from autograder.record.grade import Grade, Status
 from autograder.record.scoring import PartScore, Row, TestResult, to_units
 
 # ------------------------------------------------------------------------------------------------
@@ -75,24 +75,22 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
     tests that finished keep their results, the one in flight and every one not yet run fail with
     the reason, and a note says so."""
-    from autograder.isolation.guest.executor import MONITOR_SILENT  # imports torch: not before this stage
-
     collector = _Collector(ctx.backend(grade.source), ctx)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
     held = {part: list(reasons) for part, reasons in grade.held.items()}
     for t in collector.results.values():
         # a record the monitor could not vouch for is a person's question, not a zero
-        found = held if MONITOR_SILENT in t.forbidden else zeroed
+        found = held if t.monitor_silent else zeroed
         if t.forbidden and t.forbidden not in found.get(t.part, []):
             found.setdefault(t.part, []).append(t.forbidden)
     cells = _cell_lines(grade.source)  # tracebacks name the notebook cell, not the extracted program's line
     tests = tuple(replace(t, summary=cells.tracebacks(t.summary), detail=cells.tracebacks(t.detail))
                   for t in collector.results.values())
     if ctx.time_up:
-        not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up)
+        not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up, stopped=True)
                    for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
-        finished = sum(t.summary != ctx.time_up for t in tests)
+        finished = sum(not t.stopped for t in tests)
         tests += tuple(not_run)
         grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
                                                     f"{len(tests)} tests had finished and keep their results; the "
@@ -124,8 +122,7 @@ def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
         finally:
             backend.stand_ins = ""
         for t in collector.results.values():
-            stopped = ctx.time_up and t.summary == ctx.time_up  # not run: the first pass's result stands
-            if t.nodeid in by_id and not t.forbidden and not stopped:
+            if t.nodeid in by_id and not t.forbidden and not t.stopped:  # stopped: the first pass's result stands
                 first = by_id[t.nodeid]
                 by_id[t.nodeid] = replace(t if t.passed else first, stood_in=rerun.upstream)
     return replace(grade, tests=tuple(by_id.values()))
@@ -163,26 +160,41 @@ def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     return replace(grade, parts=parts)
 
 
+NO_KEY = "the answer key is not in this copy of the repository"
+
+
+def knowledge_left_out(part) -> str:
+    """Why the knowledge part is left out of the maximum, "" when it counts: the one predicate that
+    grade_knowledge and planned_max_units share. A student's release has no key (only instructors
+    grade it); before its deadline the check is withheld."""
+    if not paths.KNOWLEDGE_KEY.is_file():
+        return NO_KEY
+    from autograder.intake import knowledge
+
+    return "" if knowledge.feedback_mode(part.settings) == knowledge.PER_QUESTION else \
+        knowledge.withheld_reason(part.settings)
+
+
 def grade_knowledge(ctx: GradingContext, grade: Grade) -> Grade:
     part = ctx.rubric.parts["knowledge"]
     from autograder.intake import knowledge
 
-    if not paths.KNOWLEDGE_KEY.is_file():  # a student's release has no key: only instructors grade it
-        no_key = "the answer key is not in this copy of the repository"
+    left_out = knowledge_left_out(part)
+    if left_out == NO_KEY:
         return _with_part(grade, PartScore("knowledge", part.title, 0, to_units(part.points), graded=False,
-                                           notes=(f"{no_key}: not graded here",), left_out_because=no_key))
+                                           notes=(f"{NO_KEY}: not graded here",), left_out_because=NO_KEY))
     answers = grade.knowledge_answers or {}
     notes = () if grade.knowledge_answers is not None else (
         "no knowledge-check answers in this submission (assignment/knowledge.py or the notebook): 0 points",)
     entries = knowledge.grade(answers, part.points, part.settings)
-    withheld = any(e["status"] == "skipped" for e in entries)  # until the deadline: not graded yet
+    withheld = bool(left_out)  # until the deadline: not graded yet, its rows say only the answers' form
     shares = scoring.apportion(to_units(part.points), [1] * len(entries))
     rows = tuple(Row(e["name"], "knowledge", e["status"], round(share * e["score"] / e["max_score"]),
                      0 if withheld else share, e["output"]) for e, share in zip(entries, shares))
     return _with_part(replace(grade, rows=(*grade.rows, *rows)),
                       PartScore("knowledge", part.title, sum(r.units for r in rows), to_units(part.points),
                                 graded=not withheld, notes=notes + (knowledge.withheld_note(part.settings),) * withheld,
-                                left_out_because=knowledge.withheld_reason(part.settings) if withheld else ""))
+                                left_out_because=left_out))
 
 
 def grade_timing(ctx: GradingContext, grade: Grade) -> Grade:
@@ -254,7 +266,7 @@ def hold_for_review(ctx: GradingContext, grade: Grade) -> Grade:
     kept = sum(p.units for name, p in grade.parts.items() if name not in grade.held)
     late = _late_share(ctx)
     confirmed = kept + (scoring.penalty_units(kept, late[0]) if late else 0)
-    return replace(grade, status=HELD, withheld=ctx.rubric.results.held_score == "withheld",
+    return replace(grade, status=Status.HELD, withheld=ctx.rubric.results.held_score == "withheld",
                    confirmed_units=max(0, confirmed))
 
 
@@ -337,8 +349,9 @@ class ResultCollector:
         self.results[report.nodeid] = TestResult(
             report.nodeid, info["part"], info["suite"], report.passed,
             summary=info.get("summary", ""), detail=info.get("detail", ""), hint=info.get("hint", ""),
-            example=info.get("example", ""), forbidden=info.get("forbidden", ""), parity=info.get("parity", ""),
-            requires=info.get("requires", ""))
+            example=info.get("example", ""), forbidden=info.get("forbidden", ""),
+            monitor_silent=info.get("monitor_silent", False), stopped=info.get("stopped", False),
+            parity=info.get("parity", ""), requires=info.get("requires", ""))
 
 
 class _Collector(ResultCollector):
@@ -399,14 +412,15 @@ def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) 
 
 def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_device=None) -> int:
     """The maximum a complete grade with these settings states: what a failure result states too, so
-    that every route reports the same maximum for the same course setup. `timing_device` None: the
-    rubric's."""
+    that every route reports the same maximum for the same course setup. A part counts unless the
+    predicate its stage uses leaves it out (knowledge_left_out, timing_counts). `timing_device` None:
+    the rubric's."""
     units = sum(to_units(p.points) for p in rubric.parts.values()
                 if p.functions and p.name != "timing")
     if not extras:
         return units
     knowledge = rubric.parts.get("knowledge")
-    if knowledge is not None and paths.KNOWLEDGE_KEY.is_file() and _knowledge_scored(knowledge):
+    if knowledge is not None and not knowledge_left_out(knowledge):
         units += to_units(knowledge.points)
     timing = rubric.parts.get("timing")
     device = timing_device or (timing.device if timing is not None else "auto")
@@ -419,13 +433,6 @@ def timing_counts(timing, device: str) -> bool:
     """Whether the timing part is in the maximum: on a named device, where CUDA is required, or where
     the default ("auto") finds CUDA."""
     return device != "auto" or timing.require_cuda or _cuda_available()
-
-
-def _knowledge_scored(part) -> bool:
-    """False while the rubric withholds the knowledge check (before its deadline)."""
-    from autograder.intake import knowledge
-
-    return knowledge.feedback_mode(part.settings) == knowledge.PER_QUESTION
 
 
 def _cuda_available() -> bool:

@@ -5,14 +5,34 @@ importing the stages that make it (autograder/pipeline/grading.py). Test, part a
 integer point units, are autograder/record/scoring.py's.
 """
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from autograder.record import scoring
 from autograder.record.scoring import Points
 
 SEED_NOTE = "inputs: the CPU generator seeded with crc32(test id) per test; hypothesis derandomized, no database"
-STATUSES = ("graded", "error", "timeout", "crashed")  # anything but "graded" has no scores
-HELD = "held"  # graded, but what the grader could not decide waits for a person (`review` command)
+
+
+class Status(str, Enum):
+    """What became of a grade; its value is what results.json and grades.csv say (a str, so JSON
+    writes it as it is and a status read back compares equal to its member)."""
+    GRADED = "graded"
+    HELD = "held"        # graded, but what the grader could not decide waits for a person (`review` command)
+    ERROR = "error"      # the submission could not be graded (nothing to grade, the suites could not run)
+    TIMEOUT = "timeout"  # the whole-submission time limit ran out before the grade was written
+    CRASHED = "crashed"  # the grading process died
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def has_grade(self) -> bool:
+        """Whether the results hold scores: graded or held; a failure has none, only its maximum."""
+        return self in (Status.GRADED, Status.HELD)
+
+
+FAILURES = (Status.ERROR, Status.TIMEOUT, Status.CRASHED)  # results without a grade
 
 
 @dataclass(frozen=True)
@@ -20,7 +40,7 @@ class Grade(Points):
     submission: str
     isolation: str
     suites: tuple
-    status: str = "graded"
+    status: Status = Status.GRADED
     message: str = ""                       # why there is no grade, when status is not "graded"
     source: Path | None = None              # the private copy of the submission being graded
     knowledge_answers: dict | None = None
@@ -45,16 +65,17 @@ class Grade(Points):
 
     @property
     def units(self) -> int:
-        return 0 if self.status == HELD and self.withheld else self.earned_units
+        return 0 if self.status == Status.HELD and self.withheld else self.earned_units
 
     @property
     def max_units(self) -> int:
-        return scoring.total_units(self.parts)[1] if self.status in ("graded", HELD) else self.max_units_if_failed
+        return scoring.total_units(self.parts)[1] if self.status.has_grade else self.max_units_if_failed
 
 
 def failure(name: str, status: str, message: str, max_units: int, isolation: str, suites=(),
             elapsed: float = 0.0) -> Grade:
     """A Grade for a submission that could not be graded: score 0 out of the usual maximum, and why."""
-    assert status in STATUSES[1:]
+    status = Status(status)
+    assert status in FAILURES
     return Grade(name, isolation, tuple(suites), status=status, message=message, execution_time=round(elapsed, 2),
                  max_units_if_failed=max_units)

@@ -26,7 +26,7 @@ from autograder.core.errors import TEXT_CAP, clean_name
 from autograder.core.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
 from autograder.core.handin import GradingError, read_regular
 from autograder.record import carry_forward, scoring
-from autograder.record.grade import HELD, SEED_NOTE, STATUSES, Grade
+from autograder.record.grade import SEED_NOTE, Grade, Status
 from autograder.record.scoring import UNITS, to_units
 
 RESULTS_FILE = "results.json"  # Gradescope's name for it; a batch names each <submission>.json
@@ -170,13 +170,13 @@ def to_gradescope(grade: Grade, rubric) -> dict:
         "output": "",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "tests": rows(grade, rubric) if grade.status in ("graded", HELD) else [],
+        "tests": rows(grade, rubric) if grade.status.has_grade else [],
         "extra_data": {
-            "format": FORMAT, "submission": clean_name(grade.submission), "status": grade.status, "max_score": points(grade.max_units),
+            "format": FORMAT, "submission": clean_name(grade.submission), "status": grade.status.value, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
             "parts": {name: part_record(p) for name, p in grade.parts.items()},
-            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output,
-                             **({"share": r.share} if r.share else {})} for r in grade.adjustments],
+            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output, "share": r.share}
+                            for r in grade.adjustments],
             "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
@@ -184,11 +184,11 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "graded_with": dict(grade.produced_by),
         },
     }
-    if grade.status == HELD:
+    if grade.status == Status.HELD:
         data["extra_data"]["held"] = held_record(grade)
     if md:
         data["output_format"] = data["test_output_format"] = "md"
-    summary = summary_text(data, rubric) if grade.status in ("graded", HELD) else \
+    summary = summary_text(data, rubric) if grade.status.has_grade else \
         f"{_head(data)}\n{printable(grade.message)}"
     data["output"] = _format(summary, md)
     return data
@@ -263,9 +263,9 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     """The terminal view: parts, then each failed test with its student-facing message."""
     lines = [f"{clean_name(grade.submission)}: {grade.score:g} / {grade.max_score:g} points "
              f"(suites: {', '.join(grade.suites)}; isolation: {grade.isolation}; {grade.execution_time:.1f} s)"]
-    if grade.status not in ("graded", HELD):
+    if not grade.status.has_grade:
         return "\n".join([*lines, printable(grade.message)])
-    if grade.status == HELD:
+    if grade.status == Status.HELD:
         lines += ["", *held_lines(grade)]
     lines += ["", *_part_lines(to_gradescope(grade, rubric), rubric)]
     if failures:
@@ -292,16 +292,16 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
     penalty) takes its share of the new total, and the summary is drawn again. `extra` is added to
     extra_data. Pure: the same inputs give the same file, so merging twice changes nothing. ValueError
     for results this cannot redo honestly: no grade, a hold for review (its released and confirmed
-    totals are the reviewer's), a late penalty recorded without its share."""
+    totals are the reviewer's), a late penalty whose share is not recorded."""
     extra_data = data["extra_data"]
-    if extra_data.get("status") != "graded" or not isinstance(extra_data.get("parts"), dict):
+    if extra_data.get("status") != Status.GRADED or not isinstance(extra_data.get("parts"), dict):
         raise ValueError(f"its results have no grade ({extra_data.get('status')}); regrade it, then merge")
     if extra_data.get("held"):
         raise ValueError("its grade is (or was) held for review, and the review decides its total: "
                          "regrade it with this part instead")
     adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
-    if any("share" not in a for a in adjustments):
-        raise ValueError("its late penalty was recorded without its share (an older grader): regrade it, then merge")
+    if not all(isinstance(a.get("share"), (int, float)) for a in adjustments):
+        raise ValueError("its late penalty states no share of the total: regrade it, then merge")
     md = data.get("output_format") == "md"
     parts = {**extra_data["parts"], part.name: part_record(part)}
     earned = sum(to_units(p["score"]) for p in parts.values() if p.get("graded", True))
@@ -397,14 +397,14 @@ def left_out(data: dict, rubric) -> list:
         found += [LeftOut(name, worth, "not in the results") for name, worth in absent.items()]
     elif unaccounted > 0:
         status = extra.get("status", "graded")
-        found.append(LeftOut("", points(unaccounted), "the results do not say which parts" if status in ("graded", HELD)
+        found.append(LeftOut("", points(unaccounted), "the results do not say which parts" if status in (Status.GRADED, Status.HELD)
                              else f"no grade ({status}): no parts recorded"))
     return [item for item in found if item.points > 0]
 
 
 def _recorded_points(info: dict, rubric_points: float) -> float:
-    """A part's points as its record states them; the rubric's where it states none (an older grader
-    wrote 0 for a part it did not grade)."""
+    """A part's points as its record states them; the rubric's where a results file states none (the
+    class report reads other autograders' files too)."""
     recorded = info.get("max_score")
     return float(recorded) if _finite(recorded) and recorded > 0 else rubric_points
 
@@ -520,7 +520,7 @@ def decide(data: dict, decision: str, note: str = "") -> dict:
               "held_output": held_output}
     output = "\n".join(filter(None, [held_output, verdict, f"Reviewer's note: {printable(note)}" if note else ""]))
     return {**data, "score": score, "output": output,
-            "extra_data": {**data["extra_data"], "status": "graded", "held": record, "parts": parts}}
+            "extra_data": {**data["extra_data"], "status": Status.GRADED.value, "held": record, "parts": parts}}
 
 
 # A cell a spreadsheet would read as a formula (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)) is
@@ -559,9 +559,9 @@ def load(path: Path, graded_only: bool = False) -> dict | None:
     data = _read_json(path)
     ok = (isinstance(data, dict) and isinstance(data.get("score"), (int, float))
           and isinstance(data.get("tests"), list) and isinstance(data.get("extra_data"), dict)
-          and data["extra_data"].get("format") == FORMAT and data["extra_data"].get("status") in (*STATUSES, HELD))
+          and data["extra_data"].get("format") == FORMAT and data["extra_data"].get("status") in tuple(Status))
     if ok and graded_only:
-        ok = data["extra_data"]["status"] in ("graded", HELD) and isinstance(data["extra_data"].get("parts"), dict)
+        ok = Status(data["extra_data"]["status"]).has_grade and isinstance(data["extra_data"].get("parts"), dict)
     return data if ok else None
 
 
@@ -583,12 +583,8 @@ RECORDS = "records"
 
 def read_record(folder: Path, name: str) -> dict:
     """The record `name` kept beside the results in `folder`: its object, or {} when it is missing,
-    unreadable or not an object (nothing recorded yet). Where RECORDS holds none, one that an earlier
-    version kept directly in `folder` is read, unless that file is someone's results."""
-    path = Path(folder) / RECORDS / name
-    if not path.exists() and load(Path(folder) / name) is None:
-        path = Path(folder) / name
-    data = _read_json(path)
+    unreadable or not an object (nothing recorded yet)."""
+    data = _read_json(Path(folder) / RECORDS / name)
     return data if isinstance(data, dict) else {}
 
 

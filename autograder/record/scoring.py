@@ -34,6 +34,8 @@ class TestResult(Points):
     hint: str = ""
     example: str = ""     # hypothesis's falsifying example
     forbidden: str = ""
+    monitor_silent: bool = False  # `forbidden` says the monitor could not vouch for the call: held, not zeroed
+    stopped: bool = False  # the whole-submission time limit stopped it (or it never ran): it did not finish
     parity: str = ""      # a self-comparison test: the name of the parity test it depends on
     requires: str = ""    # an argument-checking test: the test of the same function on valid input
     stood_in: tuple = ()  # rerun with correct versions of these failed parts' functions (error carried forward)

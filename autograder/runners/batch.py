@@ -24,10 +24,9 @@ from autograder.core.errors import clean_name
 from autograder.isolation.host.levels import resolve
 from autograder.pipeline.grade_file import GradeOptions, graded_with, stale_because
 from autograder.record import results, reviews
-from autograder.record.grade import HELD, STATUSES
+from autograder.record.grade import FAILURES, Status
 from autograder.runners.slot import SLOT_COMMAND, discover, grade_in_slots
 
-FAILURES = STATUSES[1:]  # results without a grade
 
 
 def run(args, rubric=None, command=SLOT_COMMAND) -> int:
@@ -98,7 +97,7 @@ def summary(table: list, out: Path, total: int, graded_now: int) -> str:
     header, *rows = table
     column = {name: i for i, name in enumerate(header)}
     failed = [r[0] for r in rows if r[column["status"]] in FAILURES]
-    held = [r[0] for r in rows if r[column["status"]] == HELD]
+    held = [r[0] for r in rows if r[column["status"]] == Status.HELD]
     shown = [c for c in header if c not in ("submission", "max_score", "left_out", "isolation", "review")]
 
     def cell(row, c):

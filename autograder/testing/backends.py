@@ -34,13 +34,13 @@ class Backend:
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
         if self.time_up:
-            raise errors.SubmissionTimeout(self.time_up)
+            raise errors.GradeStopped(self.time_up)
         if self.stand_ins:
             call = dataclasses.replace(call, stand_ins=self.stand_ins)
         outcome = self._run(call)
-        silent = [f for f in outcome.forbidden if f.startswith(executor.MONITOR_SILENT)]
-        if silent:  # the record cannot be trusted: a person reviews the grade (grading.run_suites)
-            raise errors.ForbiddenApiError(f"while {call.target} ran, {silent[0]}: a person reviews this grade")
+        if outcome.monitor_silent:  # the record cannot be trusted: a person reviews the grade (grading.run_suites)
+            raise errors.MonitorSilent(f"while {call.target} ran, {executor.MONITOR_SILENT} "
+                                       f"({outcome.monitor_silent[0]}): a person reviews this grade")
         if outcome.forbidden:
             raise errors.ForbiddenApiError(
                 f"{call.target} used {', '.join(outcome.forbidden)}, which this assignment forbids: "
@@ -122,7 +122,7 @@ class WorkerBackend(Backend):
             return self._call(call)
         except errors.SubmissionError:
             if self.time_up:  # the call was cut short by the whole-submission limit, not by its own fault
-                raise errors.SubmissionTimeout(self.time_up) from None
+                raise errors.GradeStopped(self.time_up) from None
             raise
 
     def _blew(self, call: Call, err: errors.SubmissionError, how: str) -> errors.SubmissionError:
@@ -160,7 +160,7 @@ class WorkerBackend(Backend):
             raise err
         result = reply.get("result")
         fields = {"output": None, "input_grads": dict, "param_grads": dict, "attributes": dict,
-                  "mutated": list, "forbidden": list}
+                  "mutated": list, "forbidden": list, "monitor_silent": list}
         if not isinstance(result, dict) or set(result) != set(fields):
             raise errors.SubmissionCrashed(f"the process running your code sent a malformed result for {call.target}")
         for key, kind in fields.items():
@@ -171,7 +171,8 @@ class WorkerBackend(Backend):
                 raise errors.SubmissionCrashed(f"gradients of {call.target} are not plain tensors")
         result["attributes"] = _clean_strings(result["attributes"])
         result["mutated"] = mutated_inputs(call, reply.get("inputs"))
-        result["forbidden"] = [errors.clean_text(f, 200) for f in result["forbidden"][:20]]
+        for key in ("forbidden", "monitor_silent"):
+            result[key] = [errors.clean_text(f, 200) for f in result[key][:20]]
         return Outcome(**result)
 
     def _ensure_worker(self) -> WorkerProcess:

@@ -49,6 +49,7 @@ class Outcome:
     attributes: dict = field(default_factory=dict)
     mutated: list = field(default_factory=list)
     forbidden: list = field(default_factory=list)
+    monitor_silent: list = field(default_factory=list)  # why the forbidden-API record cannot be vouched for
 
 
 def _short(value) -> str:

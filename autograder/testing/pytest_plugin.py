@@ -159,4 +159,6 @@ def describe_failure(exc: BaseException) -> dict:
         info |= {"summary": f"{type(exc).__name__}: {exc}".strip()}
     if isinstance(exc, errors.ForbiddenApiError):
         info["forbidden"] = str(exc)
+        info["monitor_silent"] = isinstance(exc, errors.MonitorSilent)
+    info["stopped"] = isinstance(exc, errors.GradeStopped)
     return info

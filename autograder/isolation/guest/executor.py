@@ -67,7 +67,7 @@ class ForbiddenApiMonitor(TorchFunctionMode):
     called while the monitor is active after the student's code returns, runs one operation on a
     tensor only the monitor knows; if either mode did not see it (a mode popped off torch's stack, the
     monitor's methods replaced), the record says MONITOR_SILENT and the grader holds the grade for a
-    person. Switching the modes off only around a call (DisableTorchFunction) is left to the static
+    person (the reason goes to `silent`, apart from the forbidden APIs in `used`). Switching the modes off only around a call (DisableTorchFunction) is left to the static
     scan, which holds any use of those switches.
 
     A library attention module computes with plain matmuls and softmax (the quantizable
@@ -78,7 +78,8 @@ class ForbiddenApiMonitor(TorchFunctionMode):
 
     def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
         super().__init__()
-        self.used = []
+        self.used = []    # forbidden APIs seen
+        self.silent = []  # why the record cannot be vouched for (MONITOR_SILENT)
         self._functions = re.compile("|".join(map(re.escape, functions)))  # one C search per call, not ten
         self._ops = _OpRecorder(self.used, ops)
         self._modules = _ModuleWatch(self.used)
@@ -117,9 +118,9 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         torch.neg(self._canary)
         self._modules.canary(self._canary)
         if not (self.saw_canary and self._ops.saw_canary):
-            _note(self.used, f"{MONITOR_SILENT} (its check operation was not recorded)")
+            _note(self.silent, "its check operation was not recorded")
         if not self._modules.saw_canary:
-            _note(self.used, f"{MONITOR_SILENT} (torch's module hooks no longer run)")
+            _note(self.silent, "torch's module hooks no longer run")
         self._canary = self._ops.canary = None
 
 
@@ -300,7 +301,7 @@ def _execute(target, call: dict) -> dict:
     __tracebackhide__ = True
     args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
     result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
-              "forbidden": []}
+              "forbidden": [], "monitor_silent": []}
     seed_cpu(call.get("seed", 0))
     monitor = ForbiddenApiMonitor()
     fn = target
@@ -311,8 +312,7 @@ def _execute(target, call: dict) -> dict:
 
         fn = _monitored(monitor, construct)
         if fn is _RAISED_AFTER_FORBIDDEN:
-            result["forbidden"].extend(monitor.used)
-            return result
+            return _with_findings(result, monitor)
         if call.get("dtype") is not None:
             fn = fn.to(call["dtype"])
         if call.get("state") is not None:
@@ -321,8 +321,7 @@ def _execute(target, call: dict) -> dict:
         result["attributes"] = describe(fn)
         result["forbidden"].extend(forbidden_submodules(fn))
         if call.get("construct_only"):
-            result["forbidden"].extend(monitor.used)
-            return result
+            return _with_findings(result, monitor)
 
     backward = call.get("grad_outputs") is not None
     named = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
@@ -344,8 +343,7 @@ def _execute(target, call: dict) -> dict:
 
     out = _monitored(monitor, forward_and_backward)
     if out is _RAISED_AFTER_FORBIDDEN:
-        result["forbidden"].extend(monitor.used)
-        return result
+        return _with_findings(result, monitor)
     result["output"] = out
     result["mutated"] = [name for name, old in before.items() if not same_bits(named[name].detach(), old)]
     if backward:
@@ -353,7 +351,13 @@ def _execute(target, call: dict) -> dict:
                                  if isinstance(a, torch.Tensor) and a.is_floating_point()}
         if isinstance(fn, torch.nn.Module):
             result["param_grads"] = {name: p.grad for name, p in fn.named_parameters()}
+    return _with_findings(result, monitor)
+
+
+def _with_findings(result: dict, monitor) -> dict:
+    """`result` with what the monitor found: the forbidden APIs used, and why it cannot vouch for them."""
     result["forbidden"].extend(monitor.used)
+    result["monitor_silent"].extend(monitor.silent)
     return result
 
 
@@ -370,7 +374,7 @@ def _monitored(monitor, step):
             value = step()
             monitor.check_canary()
     except Exception:
-        if not monitor.used:
+        if not (monitor.used or monitor.silent):
             raise
         return _RAISED_AFTER_FORBIDDEN
     return value
