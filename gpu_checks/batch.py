@@ -100,16 +100,16 @@ def merge_folder(timing_dir: Path, results_dir: Path, rubric, log=print) -> int:
             problems.append(f"{timing_file.name}: not a complete timing file (rerun the timing batch)")
             continue
         target = results_file(results_dir, timing["submission"])
-        data = results.load(target) if target else None
-        if data is None:
+        found = results.load(target) if target else None
+        if found is None:
             problems.append(f"{timing['submission']}: no valid results.json in {results_dir}")
             continue
         try:
-            merged_data = with_timing(data, timing, rubric)
+            merged_results = with_timing(found, timing, rubric)
         except ValueError as why:
             problems.append(f"{timing['submission']}: {why}")
             continue
-        results.write_json_atomic(target, merged_data)
+        results.write(target, merged_results)
         merged.append(timing["submission"])
     if (results_dir / results.GRADES_CSV).exists():
         results.write_grades_csv(results_dir, [p.stem for p in sorted(results_dir.glob("*.json"))], rubric)
@@ -126,8 +126,8 @@ def results_file(results_dir: Path, name: str) -> Path | None:
     return None
 
 
-def with_timing(data: dict, timing: dict, rubric) -> dict:
-    """results.json with its timing row and part replaced by `timing`'s, made as `grade` makes them
+def with_timing(found: results.Results, timing: dict, rubric) -> results.Results:
+    """The results with their timing row and part replaced by `timing`'s, made as `grade` makes them
     (grading.timing_part) and put in by the results model (results.with_part: totals in whole units,
     the late penalty taken again, the summary drawn again); a pure function, so merging the same
     timing twice gives the same file. ValueError for results it cannot merge into, saying why."""
@@ -135,4 +135,4 @@ def with_timing(data: dict, timing: dict, rubric) -> dict:
         raise ValueError(f"the rubric has no [parts.{TIMING_TAG}]: merge with the rubric the course grades with")
     row, part = grading.timing_part(timing, rubric.parts[TIMING_TAG], DEVICE_NAMES[timing["device"]])
     merged = {"device": timing["device"], "isolation": timing["isolation"], "status": timing["status"]}
-    return results.with_part(data, rubric, part, row, extra={"timing_merged": merged})
+    return results.with_part(found, rubric, part, row, extra={"timing_merged": merged})

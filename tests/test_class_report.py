@@ -14,6 +14,7 @@ from autograder.authoring import release
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import REPO
 from autograder.intake import knowledge
+from autograder.record import results
 from autograder.reporting import exports, sources, tables
 from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, Tables,
                                         assert_page_matches_csv, by_first, make_class, read_csv, report)
@@ -150,7 +151,8 @@ def test_hardest_tests_carry_the_docstring_of_the_test():
     descriptions = tables.test_descriptions()
     assert descriptions[("hidden", "block", "test_defaults_match_torch")].startswith(
         "TransformerBlock(d_model, num_heads, d_ff) is nn.TransformerEncoderLayer's default layout")
-    record = sources.from_results(json.loads((DATA / "buggy_no_scale.json").read_text()), "x", RUBRIC)
+    record = sources.from_results(results.Results.of(json.loads((DATA / "buggy_no_scale.json").read_text())), "x",
+                                  RUBRIC)
     rows = tables.hardest_tests([record], descriptions).rows
     described = {row[2]: row[5] for row in rows}
     assert described["block::test_defaults_match_torch"] == descriptions[("hidden", "block", "test_defaults_match_torch")]
@@ -411,14 +413,14 @@ def test_forbidden_apis_come_from_the_grader_s_list_never_from_its_texts():
     data["extra_data"]["forbidden"] = ["line 3: imports torch.ops, which this assignment does not allow"]
     data["extra_data"]["parts"]["mhsa"]["notes"] = ["line 3: imports torch.ops, which this assignment does not allow",
                                                     "another note"]
-    assert sources.from_results(data, "x", RUBRIC).forbidden == data["extra_data"]["forbidden"]
+    assert sources.from_results(results.Results.of(data), "x", RUBRIC).forbidden == data["extra_data"]["forbidden"]
     del data["extra_data"]["forbidden"]
     runtime = ("MultiHeadSelfAttention used torch function scaled_dot_product_attention, which this assignment "
                "forbids: implement attention yourself with matmul, softmax and friends")
     data["tests"][0]["output"] = f"output differs\nThis part scores 0: {runtime}"
-    assert sources.from_results(data, "x", RUBRIC).forbidden == []
+    assert sources.from_results(results.Results.of(data), "x", RUBRIC).forbidden == []
     data["extra_data"]["forbidden"] = [runtime, 7, runtime]  # as a hand-edited file might hold it
-    assert sources.from_results(data, "x", RUBRIC).forbidden == [runtime]
+    assert sources.from_results(results.Results.of(data), "x", RUBRIC).forbidden == [runtime]
 
 
 def test_results_with_missing_fields_are_still_read(tmp_path):

@@ -48,15 +48,17 @@ def test_a_reference_with_an_untraceable_reach_is_held_with_its_earned_score_kep
     assert "HELD FOR REVIEW" in data["output"] and "attrgetter with a computed name" in data["output"]
     assert data["extra_data"]["held"]["released_score"] == grade.max_score
     assert "HELD FOR REVIEW" in results.table(grade, FAST)
-    row = dict(zip(results.csv_header(FAST), results.csv_row("held", data, FAST)))
+    held = results.load(write(tmp_path / "r.json", data))
+    assert held is not None and held.status == Status.HELD, "a held result is a valid results file"
+    row = dict(zip(results.csv_header(FAST), results.csv_row("held", held, FAST)))
     assert row["status"] == "held" and row["review"].startswith("held for review: line ")
-    assert results.load(write(tmp_path / "r.json", data)) is not None, "a held result is a valid results file"
 
-    released = results.decide(data, "release", "a harmless print of torch._C")
-    assert released["score"] == grade.max_score and released["extra_data"]["status"] == "graded"
+    released = results.decide(held, "release", "a harmless print of torch._C")
+    assert released.score == grade.max_score and released.status == Status.GRADED
+    assert released.held.decision == "release" and released.held.note == "a harmless print of torch._C"
     confirmed = results.decide(released, "confirm")
-    assert confirmed["score"] == 0 and all(p["score"] == 0 for p in confirmed["extra_data"]["parts"].values())
-    assert results.decide(confirmed, "release")["extra_data"]["parts"] == data["extra_data"]["parts"]
+    assert confirmed.score == 0 and all(p.score == 0 for p in confirmed.parts.values())
+    assert results.decide(confirmed, "release").parts == held.parts
 
 
 def test_held_score_earned_shows_the_earned_total_still_flagged():
@@ -141,8 +143,8 @@ def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
 def test_the_class_reports_integrity_section_lists_holds_and_decisions():
     from autograder.reporting import sources, tables
 
-    held = sources.from_results(held_results("alice"), "alice", FAST)
-    released = sources.from_results(results.decide(held_results("bob"), "release"), "bob", FAST)
+    held = sources.from_results(results.Results.of(held_results("alice")), "alice", FAST)
+    released = sources.from_results(results.decide(results.Results.of(held_results("bob")), "release"), "bob", FAST)
     rows = tables.integrity([held, released]).rows
     assert ["alice", "held for review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows
     assert ["bob", "released after review", "line 9: reaches into torch._C, which the grader cannot follow"] in rows
@@ -158,7 +160,7 @@ def gradebook_student(name="erin", held=True):
     if not held:
         data["extra_data"]["held"] = None
         data["extra_data"]["status"] = "graded"
-    return gradebook.Student(name, in_kernel={"sdpa": 20.0}, results=data)
+    return gradebook.Student(name, in_kernel={"sdpa": 20.0}, results=results.Results.of(data))
 
 
 def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
@@ -172,7 +174,7 @@ def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
     cells = [SimpleNamespace(name="test_sdpa_public_1", max_score=6.0, auto_score=6.0, manual_score=None)]
     [(score, reason)] = gradebook.cell_scores(cells, student, {"sdpa"}).values()
     assert score == 0.0 and reason.startswith("Held for review") and "torch._C" in reason
-    assert results.load(write_tmp(student.results), graded_only=True) is not None, "a held isolated grade is a grade"
+    assert results.load(write_tmp(student.results.data), graded_only=True) is not None, "a held isolated grade is a grade"
 
 
 def write_tmp(data):

@@ -110,7 +110,7 @@ def test_reasons_are_the_graders_own_few_words_never_a_guess(monkeypatch):
     def reason(notes, max_score=5.0, **recorded):
         data = {"extra_data": {"max_score": 95.0, "status": "graded", "parts": {
             "knowledge": {"score": 0.0, "max_score": max_score, "graded": False, "notes": notes, **recorded}}}}
-        return [str(item) for item in results.left_out(data, RUBRIC)]
+        return [str(item) for item in results.left_out(results.Results.of(data), RUBRIC)]
 
     monkeypatch.setattr(paths, "KNOWLEDGE_KEY", paths.REPO / "no-such-key.toml")  # a student's release
     without_key = graded("erin", AFTER_DUE, TIMED)["extra_data"]["parts"]["knowledge"]

@@ -109,8 +109,8 @@ def test_a_batch_gives_every_malformed_submission_its_results_file_and_a_row(tmp
     assert not any(ESC in p.name or "\n" in p.name for p in out.iterdir()), "results files' names are cleaned too"
     assert any(r["submission"].startswith("'=HYPERLINK(1)") for r in rows), "a formula-like name is quoted"
     for name in ("deep", "cells"):
-        data = results.load(out / f"{name}.json")
-        assert data["extra_data"]["status"] == "error" and "is not a notebook" in data["output"]
+        found = results.load(out / f"{name}.json")
+        assert found.status == "error" and "is not a notebook" in found.output
 
 
 # ------------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def test_formula_cells_are_quoted_and_numbers_are_not(cell, written):
 
 
 def test_every_csv_export_quotes_formulas(tmp_path):
-    record = Record(name="=cmd()", score=-1.5, max_score=95.0, parts={"sdpa": {"score": 20.0, "graded": True}})
+    record = Record(name="=cmd()", score=-1.5, max_score=95.0, parts={"sdpa": results.PartRecord(20.0, 20.0)})
     student = exports.Student("=cmd()", name="@bob", id="+1x", section="-A")
     generic, _ = exports.generic_csv([(student, record)], 95.0, ["sdpa"])
     canvas, _ = exports.canvas_csv([(student, record)], 95.0, "=MHSA")

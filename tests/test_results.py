@@ -85,7 +85,7 @@ def test_a_failure_has_the_usual_maximum_no_rows_and_the_reason(tmp_path):
     assert data["score"] == 0 and data["extra_data"]["max_score"] == 95.0 and data["tests"] == []
     assert data["extra_data"]["status"] == "timeout" and "stopped after 300 s" in data["output"]
     results.write_json_atomic(tmp_path / "bob.json", data)
-    assert results.load(tmp_path / "bob.json") == data, "a batch treats it as finished"
+    assert results.load(tmp_path / "bob.json").data == data, "a batch treats it as finished"
 
 
 def test_text_from_student_code_cannot_redraw_the_terminal_or_flood_the_results():
@@ -142,9 +142,9 @@ def test_results_carry_their_format_and_load_reads_that_format_only(tmp_path):
     assert data["extra_data"]["format"] == results.FORMAT
     path = tmp_path / "alice.json"
     results.write_json_atomic(path, data)
-    assert results.load(path) == data
+    assert results.load(path).data == data
     for other in ({}, {"format": results.FORMAT + 1}, {"format": str(results.FORMAT)}):
         changed = {**data, "extra_data": {k: v for k, v in data["extra_data"].items() if k != "format"} | other}
         path.write_text(json.dumps(changed))
         assert results.load(path) is None, other
-        assert results.load_any(path) == changed  # the class report still reads it, field by field
+        assert results.load_any(path).data == changed  # the class report still reads it, field by field

@@ -1,8 +1,8 @@
 """The one results model: autograder/record/results.py is the only code of autograder/ and gpu_checks/ that
 reads or writes a results file (Gradescope's results.json, a batch's NAME.json) or grades.csv, and
-the only code that builds or edits a results dict. Everyone else goes through its operations (load,
-load_any, to_gradescope, with_part, with_extra, decide, write_grades_csv, write_json_atomic of a dict
-one of those made).
+the only code that builds, edits or reads a results dict. Everyone else goes through its operations
+(load, load_any, of_grade, with_part, with_extra, decide, write_grades_csv, write) and reads the typed
+Results they give (its fields: score, status, parts, held, tests...).
 
 The walk reads every module with `ast`. Within one function (or a module's top level), it flags
   - reading or writing a file by itself (json.load/loads/dump/dumps, open, read_text, write_text,
@@ -10,15 +10,16 @@ The walk reads every module with `ast`. Within one function (or a module's top l
     where the function deals with results: it names results.json or grades.csv (or the model's
     RESULTS_FILE, GRADES_CSV), or a results dict's keys ("extra_data"; "score" with "tests");
   - a dict built with an "extra_data" key: a results dict made by hand;
-  - an assignment into a results dict's "extra_data": a results dict edited by hand.
-Docstrings do not count (they may describe results files), and neither do reads of fields.
+  - an assignment into a results dict's "extra_data": a results dict edited by hand;
+  - a read of a results dict's "extra_data": a results dict parsed by hand, where Results has the field.
+Docstrings do not count (they may describe results files).
 """
 import ast
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("autograder", "gpu_checks")
+PACKAGES = ("autograder", "gpu_checks", "course")
 MODEL = "autograder/record/results.py"
 # Modules that may read results without the model, and why.
 EXEMPT = {
@@ -105,8 +106,12 @@ def findings(source: str, where: str) -> list:
                                                      for k in n.keys)]
         targets = [(n, t) for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.Delete))
                    for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target])]
+        edited = {id(t) for n, t in targets if _extra_data_target(t)}
         found += [f"{where}:{n.lineno} {scope}: edits a results dict by hand" for n, t in targets
                   if _extra_data_target(t)]
+        found += [f"{where}:{n.lineno} {scope}: reads a results dict by hand" for n in nodes
+                  if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and id(n) not in edited
+                  and isinstance(n.slice, ast.Constant) and n.slice.value == "extra_data"]
     return sorted(set(found))
 
 
@@ -126,8 +131,7 @@ def test_the_walk_looks_at_the_code_that_handles_results():
     model = (REPO / MODEL).read_text()
     assert any("write_grades_csv: write_atomic" in f for f in findings(model, MODEL))
     assert any("to_gradescope: builds a results dict by hand" in f for f in findings(model, MODEL))
-    for where in ("gpu_checks/batch.py", "autograder/cli/gradebook.py", "autograder/reporting/sources.py",
-                  "autograder/runners/batch.py", "autograder/record/reviews.py"):
+    for where in ("gpu_checks/batch.py", "autograder/reporting/sources.py", "autograder/runners/batch.py"):
         tree = ast.parse((REPO / where).read_text())
         assert any(_deals_with_results(nodes, _docstrings(tree)) for _, nodes in _scopes(tree)), where
 
@@ -166,10 +170,17 @@ def export(folder):
     }
     for name, source in examples.items():
         assert findings(source, name), f"{name}: not caught"
-    assert findings(examples["merge"], "m") == ["m:5 with_timing: builds a results dict by hand"]
+    assert findings(examples["merge"], "m") == ["m:3 with_timing: reads a results dict by hand",
+                                                "m:5 with_timing: builds a results dict by hand"]
     assert findings(examples["gradebook"], "g") == ["g:3 accept: json.loads of a results file by itself",
                                                     "g:3 accept: saved.read_text of a results file by itself",
                                                     "g:4 accept: edits a results dict by hand"]
+    by_hand = findings('''
+def grade_summary(target):
+    data = results.load(target)
+    return data["extra_data"].get("status") if data else None
+''', "s")
+    assert by_hand == ["s:4 grade_summary: reads a results dict by hand"]
 
 
 def test_what_is_not_a_results_file_is_left_alone():
@@ -186,8 +197,8 @@ def failed_tests(data, part):
 
 
 def grade_summary(target):
-    data = results.load(target)
-    return data["extra_data"].get("status") if data else None
+    found = results.load(target)
+    return found.status if found else None
 
 
 def report(path, rows):

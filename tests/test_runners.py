@@ -106,18 +106,18 @@ def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(t
     hangs, segv, graded = students
     assert hangs.results is None and "ended with timeout" in hangs.error and "stopped after 1.5 s" in hangs.error
     assert segv.results is None and "ended with crashed" in segv.error and "SIGSEGV" in segv.error
-    assert graded.results["score"] == 20.0 and not graded.error and graded.isolated == {"sdpa": 20.0}
+    assert graded.results.score == 20.0 and not graded.error and graded.isolated == {"sdpa": 20.0}
     cached = [json.loads(p.read_text()) for p in (store / "cache").iterdir()]
-    assert cached == [graded.results], "the cache holds the one grade, not the failures"
+    assert cached == [graded.results.data], "the cache holds the one grade, not the failures"
 
 
 def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):
     target = tmp_path / "r.json"
     grade_file.write_failure(target, "alice", "error", "This submission could not be graded: no mhsa.py", RUBRIC,
                              0, "sandbox")
-    data = results.load(target)
-    assert data["extra_data"]["status"] == "error" and data["score"] == 0
-    assert gradebook.failure_reason("error", data) == \
+    found = results.load(target)
+    assert found.status == "error" and found.score == 0
+    assert gradebook.failure_reason("error", found) == \
         "the isolated grade ended with error: This submission could not be graded: no mhsa.py"
     assert gradebook.failure_reason("crashed", None) == "the isolated grade ended with crashed: no results file"
     assert json.loads(target.read_text())["extra_data"]["max_score"] == 0

@@ -169,7 +169,7 @@ def test_merge_into_per_submission_folders_and_report_what_could_not_merge(timed
 def test_a_skipped_timing_leaves_the_part_out_of_the_maximum_and_its_row_without_a_score():
     skipped = {"submission": "carol", "status": "skipped", "score": 0.0, "max_score": 0.0, "device": None,
                "output": "CUDA timing skipped: no CUDA device", "isolation": "sandbox"}
-    data = with_timing(graded_results("carol", timing_row=False), skipped, load())
+    data = with_timing(results.Results.of(graded_results("carol", timing_row=False)), skipped, load()).data
     assert data["score"] == 90.0 and data["extra_data"]["max_score"] == 95.0
     row = next(t for t in data["tests"] if t["tags"] == ["timing"])
     # Gradescope shows a row of 0 of 0 as passed: a part not graded has no score and no status at all
@@ -182,7 +182,7 @@ def test_merged_results_are_the_results_grade_writes_with_that_timing(status, sc
     """Merging is grading's own bookkeeping: rows, parts, totals in whole units, the late penalty taken
     of the new total and the summary drawn again, exactly as `grade` with that timing would write them."""
     timing = timing_file("dave", status, score)
-    merged = with_timing(graded_results("dave", late_share=late_share), timing, load())
+    merged = with_timing(results.Results.of(graded_results("dave", late_share=late_share)), timing, load()).data
     expected = results.to_gradescope(graded("dave", timing, device="CPU", late_share=late_share), load())
     assert merged["extra_data"].pop("timing_merged") == {"device": "cpu", "isolation": "sandbox", "status": status}
     assert merged == expected
@@ -202,4 +202,4 @@ def test_merge_refuses_what_it_cannot_redo_and_says_why():
     for data, rubric, why in ((held, load(), "held for review"), (edited_late, load(), "states no share"),
                               (graded_results("gina"), no_timing, r"no \[parts.timing\]")):
         with pytest.raises(ValueError, match=why):
-            with_timing(data, timing_file("x", "passed", 5.0), rubric)
+            with_timing(results.Results.of(data), timing_file("x", "passed", 5.0), rubric)

@@ -74,7 +74,7 @@ class Student:
     notebook: Path | None = None
     in_kernel: dict = field(default_factory=dict)   # part -> points autograde gave its test cells
     kernel_cells: dict = field(default_factory=dict)  # test cell grade id -> (points autograde gave it, its maximum)
-    results: dict | None = None                      # the isolated grade, Gradescope results.json
+    results: "results.Results | None" = None         # the isolated grade, as its results file holds it
     error: str = ""                                  # why there is no isolated grade
     notes: list = field(default_factory=list)        # what extraction left out or changed
     flags: list = field(default_factory=list)
@@ -85,14 +85,14 @@ class Student:
     @property
     def isolated(self) -> dict:
         """part -> isolated points, for the parts the notebook grades and isolation graded."""
-        parts = self.results["extra_data"]["parts"] if self.results else {}
-        return {p: parts[p]["score"] for p in self.in_kernel if parts.get(p, {}).get("graded", True) and p in parts}
+        parts = self.results.parts if self.results else {}
+        return {p: parts[p].score for p in self.in_kernel if p in parts and parts[p].graded}
 
     @property
-    def held(self) -> dict:
-        """The isolated grade's hold for review, undecided (extra_data["held"]), or {}."""
-        hold = (self.results or {}).get("extra_data", {}).get("held") or {}
-        return hold if not hold.get("decision") else {}
+    def held(self) -> "results.Hold | None":
+        """The isolated grade's hold for review, undecided, or None."""
+        hold = self.results.held if self.results else None
+        return hold if hold is not None and hold.decision is None else None
 
     @property
     def status(self) -> str:
@@ -252,8 +252,8 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         written = scratch / f"{sub.name}.json"
         student.results = results.load(written, graded_only=True)
         if student.results is not None:
-            results.write_json_atomic(cached, student.results)  # the cache holds complete grades only
-            outcome = f"{student.results['score']:g}"
+            results.write(cached, student.results)  # the cache holds complete grades only
+            outcome = f"{student.results.score:g}"
         else:
             student.error = failure_reason(status, results.load(written))
             outcome = f"failed: {student.error}"
@@ -268,10 +268,10 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def failure_reason(status: str, data: dict | None) -> str:
+def failure_reason(status: str, found: results.Results | None) -> str:
     """Why an isolated grade has no score, from its results file: a failure's output is its score
     line, then the reason (for a crash, the grader's last output after it)."""
-    reason = [line.strip() for line in (data or {}).get("output", "").splitlines()[1:] if line.strip()]
+    reason = [line.strip() for line in (found.output if found else "").splitlines()[1:] if line.strip()]
     return f"the isolated grade ended with {status}: " + (" | ".join(reason[:3]) or "no results file")
 
 
@@ -372,13 +372,15 @@ def write(students: list, db_url: str, course: Path, assignment: str, policy: st
 def cell_scores(cells, student: Student, parts: set) -> dict:
     """grade id -> (isolated score, reason) for the test cells of `parts`: a knowledge question's
     cell gets that question's score, other cells their share of their part's isolated score."""
+    from autograder.intake.knowledge import question_of_row
     from autograder.intake.notebook import knowledge_cell, part_of_cell
 
-    data = student.results
-    details = data["extra_data"]["parts"]
-    withheld = set(student.held.get("parts", ())) if student.held.get("withheld") else set()
-    questions = {knowledge_cell(row["name"].removeprefix("knowledge: ")): row for row in data["tests"]
-                 if row["name"].startswith("knowledge: ")}
+    found = student.results
+    details = found.parts
+    hold = student.held
+    withheld = set(hold.parts) if hold is not None and hold.withheld else set()
+    questions = {knowledge_cell(question): row for row in found.tests
+                 if (question := question_of_row(row.name)) is not None}
     wanted = {}
     for cell in cells:
         part = part_of_cell(cell.name)
@@ -388,28 +390,27 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
         if part in withheld:
             wanted[cell.name] = (0.0, "Held for review: the grader could not decide part of your notebook on its own, "
                                       "so a person looks at it before this part counts. Why: "
-                                      + "; ".join(student.held["reasons"]))
+                                      + "; ".join(hold.reasons))
             continue
         if cell.name in questions:
             row = questions[cell.name]
-            score = float(row["score"])
-            why = f"your answer scored {score:g} / {float(row['max_score']):g}: {row.get('output') or 'right'}"
+            score = row.score or 0.0
+            why = f"your answer scored {score:g} / {row.max_score or 0.0:g}: {row.output or 'right'}"
         else:
-            score = round(detail["score"] * cell.max_score / detail["max_score"], 6) if detail["max_score"] else 0.0
-            why = failed_tests(data, part)
+            score = round(detail.score * cell.max_score / detail.max_score, 6) if detail.max_score else 0.0
+            why = failed_tests(found, part)
         wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
-                                     f"kernel against the course's tests, scored {detail['score']:g} / "
-                                     f"{detail['max_score']:g} in part {part} (the tests in your notebook gave "
+                                     f"kernel against the course's tests, scored {detail.score:g} / "
+                                     f"{detail.max_score:g} in part {part} (the tests in your notebook gave "
                                      f"{student.in_kernel[part]:g}); this cell is worth its share. {why}").strip())
     return wanted
 
 
-def failed_tests(data: dict, part: str, shown: int = 3) -> str:
-    failed = [row for row in data["tests"] if part in row.get("tags", []) and row.get("status") == "failed"]
+def failed_tests(found: results.Results, part: str, shown: int = 3) -> str:
+    failed = [row for row in found.tests if part in row.tags and row.status == "failed"]
     if not failed:
         return "Every test of this part passed in isolation."
-    lines = [f"- {row['name']}: {row.get('output', '').splitlines()[0] if row.get('output') else 'failed'}"
-             for row in failed[:shown]]
+    lines = [f"- {row.name}: {row.output.splitlines()[0] if row.output else 'failed'}" for row in failed[:shown]]
     more = f"\n... and {len(failed) - shown} more" if len(failed) > shown else ""
     return f"{len(failed)} test(s) failed in isolation:\n" + "\n".join(lines) + more
 
@@ -442,7 +443,7 @@ def apply(cells, wanted: dict, ledger: dict, student: Student) -> dict:
 
 def previous_ledger(path: Path) -> dict:
     saved = results.load(path)
-    return saved["extra_data"].get("written_to_gradebook", {}) if saved else {}
+    return saved.extra("written_to_gradebook", {}) if saved else {}
 
 
 def course_config(course: Path):
@@ -474,7 +475,7 @@ def results_path(course: Path, assignment: str, student: str) -> Path:
 
 
 def save_student_results(path: Path, student: Student, wrote: bool) -> None:
-    results.write_json_atomic(path, results.with_extra(student.results, {
+    results.write(path, results.with_extra(student.results, {
         "student": student.name, "flags": student.flags, "extraction_notes": student.notes,
         "in_kernel": student.in_kernel, "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}))
 
@@ -487,7 +488,7 @@ def table(students: list) -> str:
         isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
         state = (f"FAILED: {s.error}" if s.error else
                  "accepted after review: the in-kernel grade stands" if s.accepted else
-                 "HELD FOR REVIEW: " + "; ".join(s.held["reasons"] + s.flags) + " - read this notebook" if s.held else
+                 "HELD FOR REVIEW: " + "; ".join([*s.held.reasons, *s.flags]) + " - read this notebook" if s.held else
                  "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
         cells.append((s.name, kernel, isolated, state))
     header, *rows = results.text_table(cells, "<>><", (width, 9, 9))
@@ -515,7 +516,7 @@ def csv_report(students: list) -> str:
                          round(sum(isolated.values()), 4) if s.results else "",
                          *(value for p in parts for value in (s.in_kernel.get(p, ""), isolated.get(p, ""))),
                          "; ".join(s.flags), "; ".join(s.notes), "; ".join(s.changes), s.error,
-                         "accepted" if s.accepted else "held: " + "; ".join(s.held["reasons"]) if s.held else ""])
+                         "accepted" if s.accepted else "held: " + "; ".join(s.held.reasons) if s.held else ""])
     return buffer.getvalue()
 
 
@@ -557,9 +558,9 @@ def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
     for student in done:
         recompute_late_penalty(config, db_url, assignment, student.name)
         saved = results_path(course, assignment, student.name)
-        data = results.load(saved)
-        if data is not None:
-            results.write_json_atomic(saved, results.with_extra(data, {"written_to_gradebook": {}, "accepted": True}))
+        found = results.load(saved)
+        if found is not None:
+            results.write(saved, results.with_extra(found, {"written_to_gradebook": {}, "accepted": True}))
         print(f"{student.name}: in-kernel grade accepted; flag cleared"
               + (f"; {len(student.changes)} cell score(s) taken out" if student.changes else ""))
     return 0 if len(done) == len(names) else EXIT_FAILED

@@ -44,13 +44,13 @@ def run(args) -> int:
     decision = "release" if args.release else "confirm"
     try:
         rubric = rubric_file.load(args.rubric)
-        data = record(out, name, decision, args.note)
+        decided = record(out, name, decision, args.note)
     except ValueError as err:  # a RubricError too: nothing is recorded then
         print(err)
         return 2
     rewrite_csv(out, rubric)
-    print(f"{results.printable(name)}: {DONE[decision]} after review; score {data['score']:g} / "
-          f"{data['extra_data'].get('max_score', 0):g}; {out / results.GRADES_CSV} rewritten")
+    print(f"{results.printable(name)}: {DONE[decision]} after review; score {decided.score:g} / "
+          f"{decided.max_score or 0:g}; {out / results.GRADES_CSV} rewritten")
     return 0
 
 
@@ -59,13 +59,13 @@ def listing(out: Path) -> str:
     if not entries:
         return f"no grade in {out} is held for review"
     lines = []
-    for name, data in entries.items():
-        hold = data["extra_data"]["held"]
-        state = DONE.get(hold.get("decision"), "HELD")
-        lines += [f"{results.printable(name)}: {state}; released {hold['released_score']:g}, "
-                  f"confirmed {hold['confirmed_score']:g} (parts at stake: {', '.join(hold['parts'])})",
-                  *(f"    {reason}" for reason in hold["reasons"])]
-    undecided = sum(1 for d in entries.values() if not d["extra_data"]["held"].get("decision"))
+    for name, found in entries.items():
+        hold = found.held
+        state = DONE.get(hold.decision, "HELD")
+        lines += [f"{results.printable(name)}: {state}; released {hold.released_score:g}, "
+                  f"confirmed {hold.confirmed_score:g} (parts at stake: {', '.join(hold.parts)})",
+                  *(f"    {reason}" for reason in hold.reasons)]
+    undecided = sum(1 for found in entries.values() if not found.held.decision)
     lines.append(f"\n{undecided} of {len(entries)} still to review: "
                  f"python -m autograder review {out} --release NAME | --confirm NAME [--note TEXT]")
     return "\n".join(lines)

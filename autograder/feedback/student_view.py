@@ -39,7 +39,7 @@ def report(grade, rubric) -> str:
         lines.append(f"  {name:<10} {state:>15}  {sum(t.passed for t in mine):>6}/{len(mine):<5}  {part.title}")
         lines += [f"      {results.printable(note)}" for note in OrderedDict.fromkeys(scored.notes) if note]
         if scored.diagnosis:
-            lines.append(f"      Likely mistake: {scored.diagnosis}")
+            lines.append(f"      {results.LIKELY_MISTAKE}{scored.diagnosis}")
     lines.append(f"\n  Maximum here: the test-graded parts ({grade.max_score:g} points). Hidden tests, the "
                  "knowledge key and timing are graded by your course.")
     for name in rubric.parts:

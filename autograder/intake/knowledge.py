@@ -291,8 +291,16 @@ def grade(answers: dict, points: float, settings: dict, key: dict | None = None,
     return [_row(q, *check(q, key[q.id], answers.get(q.variable)), each) for q in graded]
 
 
+ROW_PREFIX = "knowledge: "  # a question's result row is named ROW_PREFIX + its id
+
+
+def question_of_row(name: str) -> str | None:
+    """The question id a knowledge result row is named after (_row's names), or None."""
+    return name.removeprefix(ROW_PREFIX) if name.startswith(ROW_PREFIX) else None
+
+
 def _row(question: Question, passed: bool, message: str, each: float) -> dict:
-    return {"name": f"knowledge: {question.id}", "part": "knowledge", "question": question.id,
+    return {"name": f"{ROW_PREFIX}{question.id}", "part": "knowledge", "question": question.id,
             "score": each if passed else 0.0, "max_score": each, "status": "passed" if passed else "failed",
             "output": message}
 

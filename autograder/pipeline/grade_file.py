@@ -204,7 +204,7 @@ def write_failure(target: Path | None, name: str, status: str, message: str, rub
     grade = replace(failure(name, status, message, max_units, isolation, suites, elapsed=elapsed),
                     produced_by=produced_by or {})
     if target is not None:
-        results.write_json_atomic(target, results.to_gradescope(grade, rubric))
+        results.write(target, results.of_grade(grade, rubric))
     return grade
 
 
@@ -272,7 +272,7 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
     if show:
         print(results.table(grade, rubric))
     if results_file:
-        results.write_json_atomic(results_file, results.to_gradescope(grade, rubric))
+        results.write(results_file, results.of_grade(grade, rubric))
         if show:
             print(f"\nresults written to {results_file}")
     return code

@@ -1,10 +1,11 @@
 """The one results model: a Grade as Gradescope's results.json, read back, changed and written only here.
 
-A Grade is graded, held, or an error, timeout or crash. What it makes of a grade: results.json (its
-summary drawn from its own rows and parts), the terminal table, grades.csv. What it does with results
-files: load them (strictly, or leniently for the class report), add a part graded elsewhere
-(with_part: the timing batch's merge), record what a tool or a reviewer decided (with_extra, decide),
-rebuild grades.csv, and write every file atomically. Nothing else in the grader reads or writes
+A Grade is graded, held, or an error, timeout or crash (Status). What it makes of a grade: results.json
+(its summary drawn from its own rows and parts), the terminal table, grades.csv. What it does with
+results files: load them (strictly, or leniently for the class report) into typed Results (PartRecord,
+Hold, TestRow) that every consumer reads, add a part graded elsewhere (with_part: the timing batch's
+merge), record what a tool or a reviewer decided (with_extra, decide), rebuild grades.csv, and write
+every file atomically. Nothing else in the grader reads or writes
 results files (tests/test_results_model.py). It also holds the one text table (text_table) and the
 CSV writer that keeps cells from being read as formulas.
 
@@ -19,7 +20,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.core.errors import TEXT_CAP, clean_name
@@ -35,6 +36,137 @@ GRADES_CSV = "grades.csv"      # a batch folder's table: one row per results fil
 # field means bumps it, and load() reads this version only, so a results file another version of the
 # grader wrote is regraded, not guessed at (the class report reads any results file leniently: load_any).
 FORMAT = 1
+
+
+# ------------------------------------------------------------------------------------------------
+# A results file read back: parsed once into these typed objects, which every consumer reads (the
+# batch, review, the timing merge, the gradebook, the class report). `Results.data` is the file as
+# written, Gradescope's format, and the only thing write() writes; every change makes a new one.
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartRecord:
+    """extra_data["parts"][name]: a part's points, whether it counts in the maximum, and why not."""
+    score: float
+    max_score: float
+    graded: bool = True
+    notes: tuple = ()
+    diagnosis: str = ""
+    left_out_because: str = ""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """extra_data["held"]: why a person reviews the grade, the parts at stake, the total each decision
+    gives, and the decision taken (None until one is)."""
+    reasons: tuple
+    parts: tuple
+    withheld: bool
+    released_score: float
+    confirmed_score: float
+    decision: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One row of results.json's "tests": a test, a knowledge or timing row, an adjustment, a part's summary."""
+    __test__ = False  # a record, not a test class for pytest to collect
+    name: str
+    score: float | None  # None: a row without points (a part's summary, a part not graded)
+    max_score: float | None
+    status: str          # "passed", "failed", or "" for a row without points
+    output: str
+    tags: tuple          # (part, suite) for a test; (part,) for a knowledge, timing or adjustment row; (part, "part")
+
+
+@dataclass(frozen=True)
+class Results:
+    """A results file read once, its fields typed. Read leniently (Results.of): a field a file lacks or
+    holds in another form takes its default, so the class report can read other autograders' files;
+    `load` admits this grader's own FORMAT only."""
+    data: dict = field(repr=False, compare=False)
+    score: float | None
+    max_score: float | None
+    status: Status | None  # None: a status this grader does not write (another autograder's file)
+    submission: str
+    isolation: str
+    output: str
+    parts: dict            # name -> PartRecord, in the rubric's order
+    tests: tuple           # TestRow
+    held: Hold | None
+    forbidden: tuple       # the grader's list of forbidden-API findings (never read out of texts)
+    flags: tuple           # what the gradebook found
+    notes: tuple
+    graded_with: dict      # what produced the grade (pipeline/grade_file.graded_with)
+    format: int | None
+
+    @classmethod
+    def of(cls, data: dict) -> "Results":
+        extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+        status = extra.get("status", Status.GRADED.value)
+        parts = extra.get("parts") if isinstance(extra.get("parts"), dict) else {}
+        held = extra.get("held") if isinstance(extra.get("held"), dict) else None
+        return cls(
+            data=data, score=_number(data.get("score")), max_score=_number(extra.get("max_score")),
+            status=Status(status) if status in tuple(Status) else None,
+            submission=_text(extra.get("submission")), isolation=_text(extra.get("isolation")),
+            output=_text(data.get("output")),
+            parts={name: _part(info) for name, info in parts.items() if isinstance(info, dict)},
+            tests=tuple(_row(row) for row in data.get("tests") or () if isinstance(row, dict)),
+            held=_hold(held) if held else None,
+            forbidden=_texts(extra.get("forbidden")), flags=_texts(extra.get("flags")), notes=_texts(extra.get("notes")),
+            graded_with=extra["graded_with"] if isinstance(extra.get("graded_with"), dict) else {},
+            format=extra.get("format") if isinstance(extra.get("format"), int) else None)
+
+    @property
+    def has_grade(self) -> bool:
+        """Graded or held: the results hold parts and test rows; a failure holds only its maximum."""
+        return self.status is not None and self.status.has_grade
+
+    def extra(self, name: str, default=None):
+        """A field a tool recorded in extra_data (with_extra): the gradebook's, the timing merge's."""
+        value = self.data.get("extra_data", {}).get(name, default) if isinstance(self.data.get("extra_data"), dict) \
+            else default
+        return default if value is None else value
+
+    def rows_of(self, part: str) -> tuple:
+        """The knowledge, timing or adjustment rows of `part` (tagged with the part alone)."""
+        return tuple(row for row in self.tests if row.tags == (part,))
+
+
+def _number(value) -> float | None:
+    return float(value) if _finite(value) else None
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _texts(value) -> tuple:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _part(info: dict) -> PartRecord:
+    return PartRecord(score=_number(info.get("score")) or 0.0, max_score=_number(info.get("max_score")) or 0.0,
+                      graded=info.get("graded", True) is not False, notes=_texts(info.get("notes")),
+                      diagnosis=_text(info.get("diagnosis")), left_out_because=_text(info.get("left_out_because")))
+
+
+def _row(row: dict) -> TestRow:
+    return TestRow(name=_text(row.get("name")), score=_number(row.get("score")), max_score=_number(row.get("max_score")),
+                   status=_text(row.get("status")), output=_text(row.get("output")), tags=_texts(row.get("tags")))
+
+
+def _hold(held: dict) -> Hold:
+    return Hold(reasons=_texts(held.get("reasons")), parts=_texts(held.get("parts")),
+                withheld=bool(held.get("withheld")), released_score=_number(held.get("released_score")) or 0.0,
+                confirmed_score=_number(held.get("confirmed_score")) or 0.0,
+                decision=held.get("decision") if held.get("decision") in REVIEW_DECISIONS else None,
+                note=_text(held.get("note")))
+
+
+LIKELY_MISTAKE = "Likely mistake: "  # how every view of a grade introduces a part's diagnosis
 
 
 def points(units: int) -> float:
@@ -64,7 +196,7 @@ def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (),
     policy = "full" if test.suite == "public" else rubric.parts[test.part].feedback
     if policy == "name":
         return f"Failed: {test.name} (part '{test.part}')."
-    lines = [f"Likely mistake: {diagnosis}"] if diagnosis else []
+    lines = [f"{LIKELY_MISTAKE}{diagnosis}"] if diagnosis else []
     lines.append(test.summary or "failed")
     if policy == "full" and test.detail:
         lines.append(test.detail)
@@ -133,7 +265,7 @@ def rows(grade: Grade, rubric) -> list:
 def part_row(p: scoring.PartScore, visibility: str, md: bool) -> dict:
     """A part's summary row: no points of its own (the rows with points add up to the total)."""
     text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
-                      *([f"Likely mistake: {p.diagnosis}"] if p.diagnosis else [])])
+                      *([f"{LIKELY_MISTAKE}{p.diagnosis}"] if p.diagnosis else [])])
     return {"name": f"part {p.name}: {p.title}", "output": _format(text, md), "visibility": visibility,
             "tags": [p.name, "part"]}
 
@@ -194,6 +326,11 @@ def to_gradescope(grade: Grade, rubric) -> dict:
     return data
 
 
+def of_grade(grade: Grade, rubric) -> Results:
+    """A grade as the results a file holds: what grade_file writes and every route reads back."""
+    return Results.of(to_gradescope(grade, rubric))
+
+
 def _state(p: dict) -> str:
     return f"{p['score']:g} / {p['max_score']:g}" if p.get("graded", True) else "not graded"
 
@@ -232,7 +369,7 @@ def _part_lines(data: dict, rubric) -> list:
         lines.append(line)
         lines += [f"      {note}" for note in p.get("notes", []) if note]
         if p.get("diagnosis"):
-            lines.append(f"      Likely mistake: {p['diagnosis']}")
+            lines.append(f"      {LIKELY_MISTAKE}{p['diagnosis']}")
     lines += [f"  {a['name']}: {a['score']:g} ({printable(a['reason'])})"
               for a in data["extra_data"].get("adjustments", [])]
     lines += [f"  Note: {n}" for n in data["extra_data"].get("notes", [])]
@@ -275,17 +412,18 @@ def table(grade: Grade, rubric, failures: bool = True) -> str:
     return "\n".join(lines)
 
 
-def with_extra(data: dict, fields: dict) -> dict:
-    """results.json with `fields` added to its extra_data (what a tool records about the grade: the
-    gradebook's flags and what it wrote); pure, a new dict out."""
-    return {**data, "extra_data": {**data["extra_data"], **fields}}
+def with_extra(results: Results, fields: dict) -> Results:
+    """The results with `fields` added to their extra_data (what a tool records about the grade: the
+    gradebook's flags and what it wrote); pure, new results out."""
+    data = results.data
+    return Results.of({**data, "extra_data": {**data["extra_data"], **fields}})
 
 
 # ------------------------------------------------------------------------------------------------
 # A part graded elsewhere (the timing batch on a GPU machine) put into an existing results.json
 # ------------------------------------------------------------------------------------------------
 
-def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, extra: dict | None = None) -> dict:
+def with_part(results: Results, rubric, part: scoring.PartScore, row: scoring.Row, extra: dict | None = None) -> Results:
     """A graded results.json with `part` (its record) and its one `row` replaced, as `grade` would
     have written them: the row takes the place of the part's old row (or comes before the adjustments
     and part rows), the totals are counted again in whole units from the parts, an adjustment (a late
@@ -293,6 +431,7 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
     extra_data. Pure: the same inputs give the same file, so merging twice changes nothing. ValueError
     for results this cannot redo honestly: no grade, a hold for review (its released and confirmed
     totals are the reviewer's), a late penalty whose share is not recorded."""
+    data = results.data
     extra_data = data["extra_data"]
     if extra_data.get("status") != Status.GRADED or not isinstance(extra_data.get("parts"), dict):
         raise ValueError(f"its results have no grade ({extra_data.get('status')}); regrade it, then merge")
@@ -323,7 +462,7 @@ def with_part(data: dict, rubric, part: scoring.PartScore, row: scoring.Row, ext
               "tests": tests, "extra_data": {**extra_data, "max_score": points(maximum), "parts": parts,
                                              "adjustments": adjustments, **(extra or {})}}
     merged["output"] = _format(summary_text(merged, rubric), md)
-    return merged
+    return Results.of(merged)
 
 
 def write_grades_csv(folder: Path, names, rubric) -> list:
@@ -331,8 +470,8 @@ def write_grades_csv(folder: Path, names, rubric) -> list:
     right however a batch was interrupted or a file was rewritten (a review, a merged timing); a name
     without a valid results file has no row. Its rows, the header first, as values (not CSV text)."""
     rows = [csv_header(rubric)]
-    rows += [csv_row(name, data, rubric) for name in names
-             if (data := load(Path(folder) / f"{name}.json")) is not None]
+    rows += [csv_row(name, found, rubric) for name in names
+             if (found := load(Path(folder) / f"{name}.json")) is not None]
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
     for row in rows:
@@ -345,14 +484,14 @@ def csv_header(rubric) -> list:
     return ["submission", "score", "max_score", "left_out", *rubric.parts, "isolation", "status", "review"]
 
 
-def csv_row(name: str, data: dict, rubric) -> list:
-    """One grades.csv row from a results.json (a part not graded is blank; left_out says what the
-    maximum does not hold, and why)."""
-    extra = data["extra_data"]
-    scores = extra.get("parts", {})
-    return [clean_name(name), data["score"], extra.get("max_score", ""), left_out_cell(left_out(data, rubric)),
-            *(scores[p]["score"] if scores.get(p, {}).get("graded", False) else "" for p in rubric.parts),
-            extra.get("isolation", ""), extra.get("status", "graded"), review_cell(data)]
+def csv_row(name: str, results: Results, rubric) -> list:
+    """One grades.csv row from results (a part not graded is blank; left_out says what the maximum
+    does not hold, and why)."""
+    parts = results.parts
+    return [clean_name(name), results.score, "" if results.max_score is None else results.max_score,
+            left_out_cell(left_out(results, rubric)),
+            *(parts[p].score if p in parts and parts[p].graded else "" for p in rubric.parts),
+            results.isolation, results.status.value if results.status else "", review_cell(results)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -376,37 +515,35 @@ LEFT_OUT_SEPARATOR = "; "  # between the things one maximum leaves out; never in
 REASON_CAP = 160
 
 
-def left_out(data: dict, rubric) -> list:
+def left_out(results: Results, rubric) -> list:
     """What the maximum a results file states leaves out of the rubric's points, as LeftOut items: each
     part recorded as not graded (its points, why from its notes); then any points of the rubric the
     results do not account for otherwise, named by part where the rubric's parts missing from the
     results add up to them exactly, else as points the results do not say the parts of (a result
     without a grade records no parts). [] for results that state no maximum of this grader's."""
-    extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
-    maximum = extra.get("max_score")
-    if not _finite(maximum):
+    maximum = results.max_score
+    if maximum is None:
         return []
-    parts = extra["parts"] if isinstance(extra.get("parts"), dict) else {}
+    parts = results.parts
     rubric_points = {name: part.points for name, part in rubric.parts.items()}
     found = [LeftOut(name, _recorded_points(info, rubric_points.get(name, 0.0)), _why_not_graded(info))
-             for name, info in parts.items() if isinstance(info, dict) and not info.get("graded", True)]
+             for name, info in parts.items() if not info.graded]
     unaccounted = (to_units(sum(rubric_points.values())) - to_units(maximum)
                    - sum(to_units(item.points) for item in found))
     absent = {name: worth for name, worth in rubric_points.items() if name not in parts}
     if unaccounted > 0 and sum(to_units(worth) for worth in absent.values()) == unaccounted:
         found += [LeftOut(name, worth, "not in the results") for name, worth in absent.items()]
     elif unaccounted > 0:
-        status = extra.get("status", "graded")
-        found.append(LeftOut("", points(unaccounted), "the results do not say which parts" if status in (Status.GRADED, Status.HELD)
-                             else f"no grade ({status}): no parts recorded"))
+        found.append(LeftOut("", points(unaccounted), "the results do not say which parts"
+                             if results.has_grade or results.status is None
+                             else f"no grade ({results.status.value}): no parts recorded"))
     return [item for item in found if item.points > 0]
 
 
-def _recorded_points(info: dict, rubric_points: float) -> float:
+def _recorded_points(info: PartRecord, rubric_points: float) -> float:
     """A part's points as its record states them; the rubric's where a results file states none (the
     class report reads other autograders' files too)."""
-    recorded = info.get("max_score")
-    return float(recorded) if _finite(recorded) and recorded > 0 else rubric_points
+    return info.max_score if info.max_score > 0 else rubric_points
 
 
 def _finite(value) -> bool:
@@ -414,13 +551,12 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _why_not_graded(info: dict) -> str:
+def _why_not_graded(info: PartRecord) -> str:
     """The part record's own reason (part_record's left_out_because); for a results file without one
     (another autograder's), the first line of its notes as written: never a guess."""
-    if isinstance(info.get("left_out_because"), str) and info["left_out_because"].strip():
-        return _reason(info["left_out_because"])
-    notes = info.get("notes")
-    notes = [n for n in notes if isinstance(n, str) and n.strip()] if isinstance(notes, list) else []
+    if info.left_out_because.strip():
+        return _reason(info.left_out_because)
+    notes = [n for n in info.notes if n.strip()]
     return _reason(", ".join(n.strip().splitlines()[0] for n in notes)) if notes else "not graded, no reason recorded"
 
 
@@ -489,23 +625,24 @@ def _hold_lines(held: dict) -> list:
             "looks at it before the grade counts.", shown, "Why:", *(f"  - {reason}" for reason in held["reasons"])]
 
 
-def review_cell(data: dict) -> str:
+def review_cell(results: Results) -> str:
     """grades.csv's review column: empty, or the hold (and the decision taken on it) with its reasons."""
-    held = data["extra_data"].get("held")
-    if not held:
+    held = results.held
+    if held is None:
         return ""
-    state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.get("decision"),
+    state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.decision,
                                                                                          "held for review")
-    return f"{state}: " + "; ".join(held.get("reasons", []))
+    return f"{state}: " + "; ".join(held.reasons)
 
 
-def decide(data: dict, decision: str, note: str = "") -> dict:
+def decide(results: Results, decision: str, note: str = "") -> Results:
     """A held results.json with a reviewer's decision: "release" gives the total as earned,
     "confirm" the total with the held parts at 0; the status becomes "graded", the hold and the
     decision stay on record. A decided grade can be decided again (the held state is kept in the
-    record). Pure: a new dict out."""
+    record). Pure: new results out."""
     if decision not in REVIEW_DECISIONS:
         raise ValueError(f"a review decision is one of {', '.join(REVIEW_DECISIONS)}, not {decision!r}")
+    data = results.data
     held = data["extra_data"].get("held")
     if not held:
         raise ValueError("this grade is not held for review")
@@ -519,8 +656,9 @@ def decide(data: dict, decision: str, note: str = "") -> dict:
     record = {**held, "decision": decision, "note": printable(note), "earned_parts": earned_parts,
               "held_output": held_output}
     output = "\n".join(filter(None, [held_output, verdict, f"Reviewer's note: {printable(note)}" if note else ""]))
-    return {**data, "score": score, "output": output,
-            "extra_data": {**data["extra_data"], "status": Status.GRADED.value, "held": record, "parts": parts}}
+    return Results.of({**data, "score": score, "output": output,
+                       "extra_data": {**data["extra_data"], "status": Status.GRADED.value, "held": record,
+                                      "parts": parts}})
 
 
 # A cell a spreadsheet would read as a formula (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)) is
@@ -553,7 +691,7 @@ class SpreadsheetWriter:
         self._writer.writerow([spreadsheet_cell(cell) for cell in row])
 
 
-def load(path: Path, graded_only: bool = False) -> dict | None:
+def load(path: Path, graded_only: bool = False) -> Results | None:
     """The results file at `path` if it is complete, well-formed and in this grader's FORMAT (and, with
     `graded_only`, has a grade: graded, or held for review), else None."""
     data = _read_json(path)
@@ -562,16 +700,16 @@ def load(path: Path, graded_only: bool = False) -> dict | None:
           and data["extra_data"].get("format") == FORMAT and data["extra_data"].get("status") in tuple(Status))
     if ok and graded_only:
         ok = Status(data["extra_data"]["status"]).has_grade and isinstance(data["extra_data"].get("parts"), dict)
-    return data if ok else None
+    return Results.of(data) if ok else None
 
 
-def load_any(path: Path) -> dict | None:
+def load_any(path: Path) -> Results | None:
     """A Gradescope results file, leniently: a JSON object with a numeric score or a list of tests (the
     grader's own files, older ones, and other autograders' alike: the class report reads every field
     with a default); None for anything else."""
     data = _read_json(path)
     if isinstance(data, dict) and (isinstance(data.get("score"), (int, float)) or isinstance(data.get("tests"), list)):
-        return data
+        return Results.of(data)
     return None
 
 
@@ -606,7 +744,13 @@ def _read_json(path: Path):
         return None
 
 
+def write(path: Path, results: Results) -> None:
+    """The results file at `path`, atomically: the file as the results hold it."""
+    write_json_atomic(path, results.data)
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
+    """Any JSON file the grader keeps (a record, a timing file), atomically; results files go through write()."""
     write_atomic(path, json.dumps(data, indent=2))
 
 

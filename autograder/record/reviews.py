@@ -17,25 +17,24 @@ def held(out: Path) -> dict:
     """name -> results of every result in `out` that is or was held for review."""
     found = {}
     for path in sorted(out.glob("*.json")):
-        data = results.load(path)
-        if data is not None and data["extra_data"].get("held"):
-            found[path.stem] = data
+        found_results = results.load(path)
+        if found_results is not None and found_results.held is not None:
+            found[path.stem] = found_results
     return found
 
 
-def record(out: Path, name: str, decision: str, note: str = "") -> dict:
+def record(out: Path, name: str, decision: str, note: str = "") -> results.Results:
     """Apply `decision` to `name`'s held grade, and record it for reruns; the new results."""
     path = out / f"{name}.json"
-    data = results.load(path) if path.is_file() and path.parent == out else None
-    if data is None:
+    found = results.load(path) if path.is_file() and path.parent == out else None
+    if found is None:
         raise ValueError(f"no results for {results.printable(name)!r} in {out}")
-    hold = data["extra_data"].get("held")
-    if not hold:
+    if found.held is None:
         raise ValueError(f"{results.printable(name)}'s grade is not held for review")
-    decided = results.decide(data, decision, note)
-    results.write_json_atomic(path, decided)
+    decided = results.decide(found, decision, note)
+    results.write(path, decided)
     reviews = _reviews(out)
-    reviews[name] = {"decision": decision, "reasons": hold["reasons"], "note": note}
+    reviews[name] = {"decision": decision, "reasons": list(found.held.reasons), "note": note}
     results.write_record(out, REVIEWS_FILE, reviews)
     return decided
 
@@ -47,10 +46,10 @@ def reapply(out: Path, names) -> list:
     applied = []
     for name in names:
         taken = reviews.get(name)
-        data = results.load(out / f"{name}.json") if taken else None
-        hold = data["extra_data"].get("held") if data else None
-        if hold and hold.get("decision") is None and hold["reasons"] == taken["reasons"]:
-            results.write_json_atomic(out / f"{name}.json", results.decide(data, taken["decision"], taken["note"]))
+        found = results.load(out / f"{name}.json") if taken else None
+        hold = found.held if found else None
+        if hold and hold.decision is None and list(hold.reasons) == taken["reasons"]:
+            results.write(out / f"{name}.json", results.decide(found, taken["decision"], taken["note"]))
             applied.append(name)
     return applied
 

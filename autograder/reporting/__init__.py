@@ -34,7 +34,7 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
                                     f"{left_out_cell(r.left_out) or 'nothing'})" for r in outliers)
                         + f"; the exports use {maximum:g} for everyone, and the mean and median are of points "
                           "out of different maxima")
-    part_names = list(dict.fromkeys(p for r in records for p, info in r.parts.items() if info.get("graded")))
+    part_names = list(dict.fromkeys(p for r in records for p, info in r.parts.items() if info.graded))
 
     summary = tables.summary(records, maximum)
     rows, roster_warnings = exports.join(records, exports.read_roster(roster) if roster else None)

@@ -101,7 +101,7 @@ def generic_csv(rows, maximum, part_names) -> tuple:
     for student, record in rows:
         s = student or Student("")
         score = score_cell(student, record, warnings)
-        parts = [f"{record.parts[p]['score']:.2f}" if record and record.graded and record.parts.get(p, {}).get("graded")
+        parts = [f"{record.parts[p].score:.2f}" if record and record.graded and p in record.parts and record.parts[p].graded
                  else "" for p in part_names]
         writer.writerow([s.id, s.sis_user_id, s.login, s.name, s.section, record.name if record else s.submission,
                          score, _points(maximum), f"{100 * float(score) / maximum:.1f}" if score and maximum else "",

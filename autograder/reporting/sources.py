@@ -36,12 +36,12 @@ class Record:
     max_score: float | None
     status: str = "graded"                    # or timeout, crashed, error; "no submission" (nbgrader)
     isolation: str = ""
-    parts: dict = field(default_factory=dict)  # part -> {score, max_score, graded, notes, diagnosis}
+    parts: dict = field(default_factory=dict)  # part -> results.PartRecord
     left_out: tuple = ()                      # what max_score leaves out of the rubric, and why (results.LeftOut)
-    tests: list = field(default_factory=list)
+    tests: tuple = ()                         # results.TestRow
     forbidden: list = field(default_factory=list)
     flags: list = field(default_factory=list)
-    held: dict = field(default_factory=dict)  # a hold for review: reasons, parts, decision (results.held_record)
+    held: results.Hold | None = None          # a hold for review: reasons, parts, decision
     keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
     output: str = ""                          # the results' top-level text (why a grade is missing)
 
@@ -82,23 +82,20 @@ def read_text(path: Path) -> str:
         raise OSError(str(err)) from None
 
 
-def from_results(data: dict, name: str, rubric, keys=()) -> Record:
-    extra = data.get("extra_data") or {}
-    parts = {p: dict(v) for p, v in (extra.get("parts") or {}).items() if isinstance(v, dict)}
-    tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
-    forbidden = [f for f in extra.get("forbidden") or [] if isinstance(f, str)]  # the grader's own list, never its texts
-    score = data.get("score")
-    return Record(name=clean_name(name), score=float(score) if isinstance(score, (int, float)) else None,
-                  max_score=_number(extra.get("max_score")), status=extra.get("status", "graded"),
-                  isolation=extra.get("isolation", ""), parts=parts, left_out=tuple(results.left_out(data, rubric)),
-                  tests=tests, forbidden=list(dict.fromkeys(forbidden)), flags=list(extra.get("flags") or []),
-                  held=extra["held"] if isinstance(extra.get("held"), dict) else {},
-                  keys=tuple(dict.fromkeys([name, *keys])), output=str(data.get("output") or ""))
+def from_results(found: results.Results, name: str, rubric, keys=()) -> Record:
+    """A student's Record from their results (read leniently: results.load_any)."""
+    status = found.status.value if found.status is not None else \
+        str(found.data.get("extra_data", {}).get("status") or "unknown")
+    return Record(name=clean_name(name), score=found.score, max_score=found.max_score, status=status,
+                  isolation=found.isolation, parts=dict(found.parts), left_out=tuple(results.left_out(found, rubric)),
+                  tests=found.tests, forbidden=list(dict.fromkeys(found.forbidden)),  # the grader's own list, never its texts
+                  flags=list(found.flags), held=found.held, keys=tuple(dict.fromkeys([name, *keys])),
+                  output=found.output)
 
 
 def _batch(folder: Path, rubric) -> list:
-    return [from_results(data, p.stem, rubric) for p in sorted(folder.glob("*.json"))
-            if (data := results.load_any(p)) is not None]
+    return [from_results(found, p.stem, rubric) for p in sorted(folder.glob("*.json"))
+            if (found := results.load_any(p)) is not None]
 
 
 def _gradescope(folder: Path, rubric) -> list:

@@ -55,7 +55,7 @@ def students(rows, part_names, maximum, roster: bool) -> Table:
         if r is None:
             grade = ["", "", "", "", *([""] * len(part_names)), "no submission", ""]
         else:
-            parts = [number(r.parts[p].get("score")) if r.parts.get(p, {}).get("graded") else "" for p in part_names]
+            parts = [number(r.parts[p].score) if p in r.parts and r.parts[p].graded else "" for p in part_names]
             grade = [number(r.score) if r.graded else "", number(r.max_score), results.left_out_cell(r.left_out),
                      percent(r.score / maximum) if r.graded and maximum else "", *parts, r.status, r.isolation]
         table.append([*identity, submission, *grade] if roster else [submission, *grade])
@@ -90,8 +90,8 @@ def summary(records, maximum) -> Table:
 
 def part_scores(records, part_names) -> dict:
     """part -> [(student, score, max_score)] over the records where the part was graded."""
-    return {p: [(r.name, float(r.parts[p].get("score") or 0), float(r.parts[p].get("max_score") or 0))
-                for r in records if r.graded and r.parts.get(p, {}).get("graded")] for p in part_names}
+    return {p: [(r.name, r.parts[p].score, r.parts[p].max_score)
+                for r in records if r.graded and p in r.parts and r.parts[p].graded] for p in part_names}
 
 
 def parts(records, part_names) -> Table:
@@ -113,13 +113,13 @@ def hardest_tests(records, descriptions) -> Table:
         if not r.graded:
             continue
         for t in r.tests:
-            if t.get("status") not in ("passed", "failed"):
+            if t.status not in ("passed", "failed"):
                 continue  # not-graded rows (timing without CUDA, knowledge)
-            m = TEST_NAME.match(t.get("name", ""))
+            m = TEST_NAME.match(t.name)
             if not m:
                 continue
             key = (m["part"], m["suite"], m["module"], m["test"])
-            runs.setdefault(key, []).append(t["status"] == "failed")
+            runs.setdefault(key, []).append(t.status == "failed")
     by_part = {}
     for key, failed in runs.items():
         if any(failed):
@@ -173,7 +173,7 @@ def misconceptions(records) -> Table:
     who, where = {}, {}
     for r in records:
         for part, info in r.parts.items():
-            diagnosis = (info.get("diagnosis") or "").strip()
+            diagnosis = info.diagnosis.strip()
             if diagnosis:
                 who.setdefault(diagnosis, set()).add(r.name)
                 where.setdefault(diagnosis, set()).add(part)
@@ -191,8 +191,8 @@ def integrity(records) -> Table:
     for r in records:
         rows += [[r.name, "forbidden API", f] for f in r.forbidden]
         rows += [[r.name, "notebook check", f] for f in r.flags]  # evidence, in the words of kernel_evidence
-        rows += [[r.name, HELD_STATES.get(r.held.get("decision"), "held for review"), str(reason)]
-                 for reason in r.held.get("reasons") or []]
+        if r.held is not None:
+            rows += [[r.name, HELD_STATES.get(r.held.decision, "held for review"), reason] for reason in r.held.reasons]
         if r.status not in ("graded", "no submission", "held"):
             rows.append([r.name, r.status, _first_line(r)])
         if r.isolation and r.isolation != "sandbox":
@@ -211,10 +211,10 @@ def timing(records) -> Table:
     """The speed ratios parsed from each timing row; the students whose text held none are named."""
     rows, unreadable = [], []
     for r in records:
-        row = next((t for t in r.tests if (t.get("tags") or [None])[0] == "timing" and "status" in t), None)
+        row = next((t for t in r.tests if t.tags[:1] == ("timing",) and t.status), None)
         if row is None:
             continue
-        text = row.get("output") or ""
+        text = row.output
         cases = parse_timing(text)
         if not cases:
             unreadable.append(r.name)

@@ -135,7 +135,7 @@ class KeptGrades:
         """Why the grade kept for `name` is stale (PRODUCERS' words); [] when it is current or absent."""
         if self.kept[name] is None:
             return []
-        produced_by = self.kept[name]["extra_data"].get("graded_with")
+        produced_by = self.kept[name].graded_with
         if not produced_by:
             return ["its results file does not say what produced it"]
         return stale_because(produced_by, self.producers[name])
@@ -167,13 +167,14 @@ class Progress:
         self.bar = tqdm(total=total, initial=initial, file=self.stream, unit="submission", disable=not self.tty,
                         dynamic_ncols=True)
 
-    def advance(self, name: str, status: str, data: dict | None) -> None:
+    def advance(self, name: str, status: str, found: results.Results | None) -> None:
         self.done += 1
         self.failed += status in FAILURES
         if self.tty:
             self.bar.update(1)
         else:
-            score = f"{data['score']:g} / {data['extra_data'].get('max_score', '?')}" if data else "-"
+            maximum = "?" if found is None or found.max_score is None else f"{found.max_score:g}"
+            score = f"{found.score:g} / {maximum}" if found else "-"
             self.stream.write(f"[{self.done}/{self.total}] {clean_name(name)}: {score} ({status})\n")
             self.stream.flush()
 

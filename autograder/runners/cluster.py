@@ -132,7 +132,8 @@ def grade_on_worker(name: str, kind: str, files: dict, options: GradeOptions, ma
         target = Path(scratch) / "results" / f"{name}.json"
         target.parent.mkdir()
         grade_in_slot(_slot(options), Submission(name, path), target, rubric, "sandbox", max_units)
-        return results.load(target)
+        found = results.load(target)
+        return None if found is None else found.data  # plain data back to the client
 
 
 def worker_options(options: GradeOptions) -> GradeOptions:
@@ -177,6 +178,9 @@ def _settle(future, target: Path, name: str, rubric, max_units: int, produced_by
 
     try:
         data = future.result()
+        found = results.Results.of(data) if isinstance(data, dict) else None
+        if found is None or found.status is None:
+            raise ValueError("its task returned no results")
     except KilledWorker:
         message = (f"The grading machines running this submission died {ALLOWED_FAILURES + 1} times while grading "
                    "it. Score 0 until an instructor regrades it.")
@@ -184,8 +188,8 @@ def _settle(future, target: Path, name: str, rubric, max_units: int, produced_by
         message = (f"The grader failed on the cluster while grading this submission ({type(err).__name__}: {err}). "
                    "Score 0 until an instructor regrades it.")
     else:
-        results.write_json_atomic(target, data)
-        return data["extra_data"]["status"]
+        results.write(target, found)
+        return found.status.value
     write_failure(target, name, "crashed", message, rubric, max_units, "sandbox", produced_by=produced_by)
     return "crashed"
 

@@ -195,8 +195,8 @@ def main(argv=None) -> int:
 
         message = f"The autograder itself failed on this submission ({type(err).__name__}: {err}); course staff have the details."
         write_failure(root / "results" / "results.json", "submission", "error", message, rubric, 0, "none")
-    data = results.load(root / "results" / "results.json")
-    print(data["output"] if data else "no results were written")
+    found = results.load(root / "results" / "results.json")
+    print(found.output if found else "no results were written")
     return 0
 
 

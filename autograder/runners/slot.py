@@ -253,9 +253,9 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
     0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
     file is replaced by one that says why there is no grade."""
     fresh = target.exists() and target.stat().st_mtime_ns >= attempt.started_ns
-    data = results.load(target) if fresh else None
-    if not attempt.timed_out and attempt.code in (0, 2) and data is not None:
-        return data["extra_data"]["status"]
+    found = results.load(target) if fresh else None
+    if not attempt.timed_out and attempt.code in (0, 2) and found is not None:
+        return found.status.value
     if attempt.timed_out:
         status, message = "timeout", timeout_message(rubric.submission_timeout)
     else:

@@ -27,13 +27,12 @@ class IsolatedScoreNotes(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         from autograder.cli.gradebook import results_path
+        from autograder.record import results
 
         info = resources["nbgrader"]
-        path = results_path(Path(self.course), info["assignment"], info["student"])
-        try:
-            self.written = json.loads(path.read_text())["extra_data"].get("written_to_gradebook", {})
-        except (OSError, ValueError, KeyError, TypeError):
-            self.written = {}
+        found = results.load(results_path(Path(self.course), info["assignment"], info["student"]))
+        written = found.extra("written_to_gradebook", {}) if found is not None else {}
+        self.written = written if isinstance(written, dict) else {}
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, cell_index):
