@@ -102,8 +102,8 @@ def test_student_release_has_no_grade_command(student):
     assert not re.search(r"^\s+grade\b", help_text.stdout, re.M), help_text.stdout
     grade = run([sys.executable, "-m", "autograder", "grade", "assignment"], student)
     assert grade.returncode == 2 and "invalid choice: 'grade'" in grade.stderr
-    assert (student / "autograder" / "knowledge_questions.json").is_file()
-    assert "guide" not in (student / "autograder" / "knowledge_questions.json").read_text()
+    released = student / knowledge.RELEASED_QUESTIONS.relative_to(REPO)
+    assert released.is_file() and "guide" not in released.read_text()
 
 
 def test_check_piped_into_head_ends_quietly(student):

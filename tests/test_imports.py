@@ -250,7 +250,7 @@ def test_every_runner_reaches_grading_through_the_slot_module():
     """Gradescope's runner, the gradebook, the timing batch and the cluster share the slot module
     (grade options, time limit, failure results); none borrows them from the batch."""
     graph = import_graph(REPO)
-    for runner in ("autograder.runners.gradescope", "autograder.cli.gradebook", "gpu_checks.batch", "autograder.runners.cluster",
+    for runner in ("autograder.runners.gradescope", "autograder.runners.gradebook", "gpu_checks.batch", "autograder.runners.cluster",
                    "autograder.runners.batch"):
         targets = {i.target for i in graph[runner]}
         assert "autograder.runners.slot" in targets, f"{runner} does not grade through autograder.runners.slot"

@@ -152,7 +152,7 @@ def test_the_class_reports_integrity_section_lists_holds_and_decisions():
 
 
 def gradebook_student(name="erin", held=True):
-    from autograder.cli import gradebook
+    from autograder.runners import gradebook
 
     data = held_results(name)
     data["extra_data"]["parts"]["sdpa"]["score"] = 20.0
@@ -164,7 +164,7 @@ def gradebook_student(name="erin", held=True):
 
 
 def test_the_gradebook_shows_a_held_notebook_and_withholds_its_held_parts():
-    from autograder.cli import gradebook
+    from autograder.runners import gradebook
 
     student = gradebook_student()
     assert student.status == "held" and gradebook.parts_to_write("flagged", student) == {"sdpa"}
@@ -188,7 +188,7 @@ def write_tmp(data):
 def test_accepting_a_notebook_takes_this_commands_scores_out_and_keeps_a_tas_override():
     """What `gradebook --accept` does to the cells: the scores this command wrote (its ledger) come
     out, so the in-kernel score stands; a TA's own manual score stays; nothing is written again."""
-    from autograder.cli import gradebook
+    from autograder.runners import gradebook
 
     student = gradebook_student()
     student.accepted = True
@@ -239,7 +239,7 @@ def test_gradebook_accept_keeps_the_in_kernel_grade_in_nbgrader_in_one_command(t
     against the notebook's checksum."""
     from nbgrader.api import Gradebook
 
-    from autograder.cli import gradebook
+    from autograder.runners import gradebook
 
     course = tmp_path / "course"
     notebook_file = course / "submitted" / "s1" / "mhsa" / "mhsa.ipynb"

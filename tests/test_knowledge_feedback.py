@@ -192,7 +192,7 @@ def test_a_batch_grades_collected_work_unless_a_deadline_is_ahead(rubric_due, co
 def test_the_gradebook_says_when_nbgraders_due_date_is_still_ahead():
     """nbgrader keeps its due date naive, in UTC. The gradebook scores collected notebooks as nbgrader
     does, and says so while that date is ahead: releasing feedback then would show the key."""
-    from autograder.cli.gradebook import deadline_ahead
+    from autograder.runners.gradebook import deadline_ahead
 
     now = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
     assert "still ahead" in deadline_ahead(datetime(2026, 12, 3, 13, 0), now)

@@ -13,7 +13,7 @@ from argparse import Namespace
 from dataclasses import fields, replace
 from pathlib import Path
 
-from autograder.cli import gradebook
+from autograder.runners import gradebook
 from autograder.core import paths
 from autograder.core import rubric as rubric_file
 from autograder.pipeline import grade_file

@@ -26,7 +26,7 @@ class IsolatedScoreNotes(NbGraderPreprocessor):
     course = Unicode("", help="The course folder, where `gradebook --write` keeps its results.").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from autograder.cli.gradebook import results_path
+        from autograder.runners.gradebook import results_path
         from autograder.record import results
 
         info = resources["nbgrader"]

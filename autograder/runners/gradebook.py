@@ -1,0 +1,551 @@
+"""nbgrader's route: submissions graded again in isolation, and flagged on evidence of tampering.
+
+It grades nbgrader submissions in isolation, flags notebooks on evidence that their in-kernel grade
+does not stand for their code (autograder/integrity/kernel_evidence.py), and
+(with --write) stores isolated scores in the nbgrader gradebook under a policy that cannot lower an
+honest grade by accident (docs/nbgrader.md).
+
+`nbgrader autograde` runs the test cells inside the student's own kernel, where the student's code
+can defeat them (an input transformer that empties every later cell, a patched torch.allclose).
+The isolated grade runs the student's program (autograder.intake.notebook.extract) in the worker, against
+the repository's test suites, through grader slots (autograder/runners/slot.py, --jobs at once) as a batch
+does, with the same whole-submission limit and the same results for a timeout or a crash. A part
+that scores more in the kernel than in isolation is not flagged by itself: on partial work the
+notebook's test cells and the suites always differ. A notebook is flagged on evidence: a test cell
+or read-only cell changed or removed, or a test cell that passed in the kernel and fails when the
+notebook's cells run again in the grader's worker. An isolated grade held for review (autograder/pipeline/grading.py hold_for_review) is shown as held
+with its reasons, and --write withholds its held parts (0) when the rubric says so. After reading a
+flagged or held notebook, `gradebook --accept STUDENT` keeps that student's in-kernel grade: it takes
+this command's scores out, clears the flag and records the acceptance for that very notebook, so
+later runs leave it alone. Isolated results are cached per notebook and what grades it (grade_file.graded_with), so a report and a later
+--write share one pass and a rerun after a crash resumes. One notebook that cannot be graded is
+reported and skipped: the others finish.
+"""
+import hashlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autograder.core.paths import grader_checksum
+from autograder.record import results
+
+TOLERANCE = 1e-6
+POLICIES = {
+    "flagged": "only notebooks flagged on evidence of tampering get their isolated scores, in every part (default)",
+    "minimum": "every notebook: each part gets the lower of its in-kernel and isolated scores",
+    "isolated": "every notebook: each part gets its isolated score, lower or higher",
+}
+EXIT_FLAGGED, EXIT_FAILED = 1, 4  # or'ed together: 0 all fine, 1 some flagged, 4 some failed, 5 both
+STORE = "isolated"  # course/isolated/: results of the isolated grades; never committed (own .gitignore)
+ACCEPTED = "accepted.json"  # STORE/ASSIGNMENT/records/accepted.json: student -> checksum of the notebook accepted
+
+
+@dataclass
+class Student:
+    name: str
+    notebook: Path | None = None
+    in_kernel: dict = field(default_factory=dict)   # part -> points autograde gave its test cells
+    kernel_cells: dict = field(default_factory=dict)  # test cell grade id -> (points autograde gave it, its maximum)
+    results: "results.Results | None" = None         # the isolated grade, as its results file holds it
+    error: str = ""                                  # why there is no isolated grade
+    notes: list = field(default_factory=list)        # what extraction left out or changed
+    flags: list = field(default_factory=list)
+    changes: list = field(default_factory=list)      # what --write did, one line each
+    ledger: dict = field(default_factory=dict)       # grade id -> the score --write stored, and why
+    accepted: bool = False                           # a person kept the in-kernel grade of this notebook
+
+    @property
+    def isolated(self) -> dict:
+        """part -> isolated points, for the parts the notebook grades and isolation graded."""
+        parts = self.results.parts if self.results else {}
+        return {p: parts[p].score for p in self.in_kernel if p in parts and parts[p].graded}
+
+    @property
+    def held(self) -> "results.Hold | None":
+        """The isolated grade's hold for review, undecided, or None."""
+        hold = self.results.held if self.results else None
+        return hold if hold is not None and hold.decision is None else None
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "failed"
+        if self.accepted:
+            return "accepted"
+        return "held" if self.held else "flagged" if self.flags else "ok"
+
+
+def run(args) -> int:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.core import rubric as rubric_file
+
+    course, assignment = args.course.resolve(), args.assignment
+    store = course / STORE / assignment
+    (store / "cache").mkdir(parents=True, exist_ok=True)
+    (course / STORE / ".gitignore").write_text("# grades of students: never committed\n*\n")
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    if getattr(args, "accept", None):
+        return accept(args.accept, db_url, course, assignment)
+    with Gradebook(db_url) as gb:
+        try:
+            known = sorted(s.student.id for s in gb.find_assignment(assignment).submissions)
+        except MissingEntry:
+            print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
+                  "and autograde first")
+            return EXIT_FAILED
+        ahead = deadline_ahead(gb.find_assignment(assignment).duedate)
+        if ahead:
+            print(ahead, file=sys.stderr)
+        submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
+        students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
+        for student in students:
+            read_in_kernel(gb, course, assignment, student)
+        released = released_cells(gb, assignment)
+
+    rubric = rubric_file.load()
+    grade_all(students, course, store, args, rubric)
+    gather_evidence(students, released, course, store, args, rubric)
+    accepted = read_accepted(store)
+    for student in students:
+        student.accepted = student.notebook is not None and accepted.get(student.name) == checksum(student.notebook)
+    if args.write:
+        write(students, db_url, course, assignment, args.policy)
+    for student in students:
+        if student.results is not None:
+            save_student_results(store / f"{student.name}.json", student, args.write)
+    report = table(students)
+    target = args.csv or store / "report.csv"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(csv_report(students))
+    print(report)
+    print(f"\nreport: {target}")
+    flagged = [s.name for s in students if s.status in ("flagged", "held")]
+    failed = [s.name for s in students if s.error]
+    if flagged:
+        print(f"flagged or held for review (read these notebooks; marked in nbgrader with --write; keep a "
+              f"student's in-kernel grade with --accept STUDENT): {', '.join(flagged)}")
+    if failed:
+        print(f"no isolated grade (see the report): {', '.join(failed)}")
+    return (EXIT_FLAGGED if flagged else 0) | (EXIT_FAILED if failed else 0)
+
+
+def deadline_ahead(duedate, now: datetime | None = None) -> str:
+    """What to say when nbgrader's due date for the assignment (naive UTC, as nbgrader keeps it) is
+    still ahead. The knowledge check is scored all the same, as nbgrader's own autograde scores it:
+    nbgrader's feedback reaches students only when released, so the due date is the instructor's to
+    keep there."""
+    if duedate is None:
+        return ""
+    due = duedate if duedate.tzinfo else duedate.replace(tzinfo=timezone.utc)
+    if (now or datetime.now(timezone.utc)) >= due:
+        return ""
+    return (f"nbgrader's due date for this assignment ({due:%Y-%m-%d %H:%M} UTC) is still ahead: the knowledge check is "
+            "scored per question, as nbgrader scores it; release feedback (nbgrader generate_feedback) only after it")
+
+
+def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
+    from nbgrader.api import MissingEntry
+
+    from autograder.intake import notebook
+    from autograder.intake.notebook import part_of_cell
+
+    folder = course / "submitted" / student.name / assignment
+    path = folder / f"{notebook.ASSIGNMENT}.ipynb"
+    try:
+        cells = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name).grades
+    except MissingEntry:
+        student.error = f"not autograded: run `nbgrader autograde {assignment} --student {student.name}`"
+        return
+    student.in_kernel = kernel_scores(cells)
+    student.kernel_cells = {c.name: (c.auto_score or 0.0, c.max_score or 0.0) for c in cells
+                            if part_of_cell(c.name) is not None}
+    if not path.is_file():
+        found = sorted(p.name for p in folder.glob("*.ipynb")) if folder.is_dir() else []
+        student.error = (f"no {path.name} in {folder.relative_to(course)}"
+                         + (f" (found: {', '.join(found)}: rename it, then autograde this student again)" if found else ""))
+        return
+    student.notebook = path
+
+
+def kernel_scores(cells) -> dict:
+    """part -> the points nbgrader's autograde gave its test cells in the student's kernel."""
+    from autograder.intake.notebook import part_of_cell
+
+    scores = {}
+    for cell in cells:
+        part = part_of_cell(cell.name)
+        if part is not None:
+            scores[part] = scores.get(part, 0.0) + (cell.auto_score or 0.0)
+    return scores
+
+
+# ------------------------------------------------------------------------------------------------
+# The isolated grades: grader slots, --jobs at once, cached per checksum
+# ------------------------------------------------------------------------------------------------
+
+def grade_all(students: list, course: Path, store: Path, args, rubric, command=None) -> None:
+    """Each student's isolated grade (student.results), from the cache or graded now; or why none
+    (student.error). `command`: a stand-in for the grader slot, for tests."""
+    from autograder.intake import notebook
+    from autograder.intake.submission import GradingError
+    from autograder.isolation.host.levels import resolve
+    from autograder.pipeline.grade_file import GradeOptions, graded_with
+    from autograder.record import results
+    from autograder.runners.slot import SLOT_COMMAND, Submission, grade_in_slots
+
+    # Collected notebooks: no one can resubmit against this feedback (knowledge scored per question).
+    options = GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
+    todo = {}
+    for student in students:
+        if student.error:
+            continue
+        try:
+            student.notes = notebook.extract(student.notebook).notes
+        except GradingError as err:
+            student.error = str(err)
+            continue
+        # Keyed by what produced the grade (grade_file.graded_with): a change to any of it regrades.
+        produced_by = json.dumps(graded_with(student.notebook, options, rubric), sort_keys=True).encode()
+        cached = store / "cache" / f"{hashlib.sha256(produced_by).hexdigest()}.json"
+        student.results = None if args.force else results.load(cached, graded_only=True)
+        if student.results is None:
+            todo[student.name] = (student, cached)
+    if not todo:
+        return
+    print(f"grading {len(todo)} notebook(s) in isolation, {args.jobs} at a time "
+          f"({len(students) - len(todo)} cached or without a notebook)", file=sys.stderr)
+    rubric = options.scored(rubric)
+    scratch = Path(tempfile.mkdtemp(prefix="mhsa-gradebook-"))
+    done = []
+
+    def finished(sub, status: str) -> None:
+        student, cached = todo[sub.name]
+        written = scratch / f"{sub.name}.json"
+        student.results = results.load(written, graded_only=True)
+        if student.results is not None:
+            results.write(cached, student.results)  # the cache holds complete grades only
+            outcome = f"{student.results.score:g}"
+        else:
+            student.error = failure_reason(status, results.load(written))
+            outcome = f"failed: {student.error}"
+        done.append(student)
+        print(f"[{len(done)}/{len(todo)}] {student.name}: {outcome}", file=sys.stderr)
+
+    try:
+        grade_in_slots([Submission(name, student.notebook) for name, (student, _) in todo.items()], scratch, options,
+                       rubric, resolve(options.isolation).level, options.max_units(rubric), args.jobs, finished,
+                       command=command or SLOT_COMMAND)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def failure_reason(status: str, found: results.Results | None) -> str:
+    """Why an isolated grade has no score, from its results file: a failure's output is its score
+    line, then the reason (for a crash, the grader's last output after it)."""
+    reason = [line.strip() for line in (found.output if found else "").splitlines()[1:] if line.strip()]
+    return f"the isolated grade ended with {status}: " + (" | ".join(reason[:3]) or "no results file")
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparison and the write policy
+# ------------------------------------------------------------------------------------------------
+
+def released_cells(gb, assignment: str):
+    """What nbgrader recorded at generate_assignment for the assignment's notebook: every read-only
+    code cell and test cell (kernel_evidence.Released)."""
+    from autograder.intake import notebook
+    from autograder.integrity import kernel_evidence
+
+    recorded = gb.find_notebook(notebook.ASSIGNMENT, assignment)
+    graded = {c.name for c in recorded.grade_cells if c.cell_type == "code"}
+    sources = {c.name: c.source for c in recorded.source_cells
+               if c.cell_type == "code" and (c.locked or c.name in graded)}
+    return kernel_evidence.Released({name: notebook.without_hidden_tests(text) for name, text in sources.items()},
+                                    sources, frozenset(graded & set(sources)))
+
+
+def gather_evidence(students: list, released, course: Path, store: Path, args, rubric) -> None:
+    """Each notebook's evidence of tampering (student.flags): its read-only and test cells against the
+    released ones, and its test cells run again in the grader's worker, twice where the first rerun
+    finds a cell that passed in the kernel and fails there (kernel_evidence). The reruns are cached
+    per notebook, released cells and grader files, as the isolated grades are."""
+    from autograder.integrity import kernel_evidence
+    from autograder.isolation.host.levels import resolve
+    from autograder.testing.backends import WorkerBackend
+
+    isolation = resolve(args.isolation)
+    hidden = [*rubric.hidden, rubric.source, course]
+    fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))).encode()
+
+    def backend_for(program):
+        return WorkerBackend(program, isolation, rubric.limits, hidden)
+
+    for student in students:
+        if student.error or student.notebook is None:
+            continue
+        student.flags = kernel_evidence.changed_cells(student.notebook, released)
+        cached = f"{hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()}.rerun.json"
+        reruns = [] if args.force else list(results.read_record(store / "cache", cached).get("reruns", []))
+        with tempfile.TemporaryDirectory(prefix="mhsa-rerun-") as folder:
+            copy = Path(folder) / "mhsa.ipynb"
+            shutil.copyfile(student.notebook, copy)
+            while len(reruns) < kernel_evidence.RERUNS and (
+                    not reruns or kernel_evidence.rerun_evidence(student.kernel_cells, reruns)):
+                try:
+                    reruns.append(kernel_evidence.rerun(copy, released, backend_for, seed=len(reruns)))
+                except Exception as err:  # noqa: BLE001 - no rerun is no evidence: the grade stands
+                    student.notes.append(f"the notebook's test cells could not run again in the grader's worker "
+                                         f"({type(err).__name__}: {str(err)[:200]}): no rerun evidence")
+                    break
+        if reruns:
+            results.write_record(store / "cache", cached, {"reruns": reruns})
+        student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, reruns)
+
+
+def parts_to_write(policy: str, student: Student) -> set:
+    """The parts whose isolated scores --write stores, by `policy` (POLICIES); none for a notebook a
+    person accepted, every one for a held notebook (its held parts then withheld: cell_scores)."""
+    isolated = student.isolated
+    if student.accepted:
+        return set()
+    if policy == "isolated" or policy == "flagged" and (student.flags or student.held):
+        return set(isolated)
+    if policy == "minimum":
+        return {p for p in isolated if isolated[p] < student.in_kernel[p] - TOLERANCE}
+    return set()
+
+
+def write(students: list, db_url: str, course: Path, assignment: str, policy: str) -> None:
+    """Store isolated scores as manual scores by `policy`, never over a manual score that this
+    command did not write (a TA's override); then nbgrader's own late-penalty policy."""
+    from nbgrader.api import Gradebook
+
+    from autograder.intake import notebook
+
+    ledgers = {s.name: previous_ledger(course / STORE / assignment / f"{s.name}.json") for s in students}
+    with Gradebook(db_url) as gb:
+        for student in students:
+            if student.error:
+                continue
+            submission = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name)
+            wanted = cell_scores(submission.grades, student, parts_to_write(policy, student))
+            student.ledger = apply(submission.grades, wanted, ledgers[student.name], student)
+            if (student.flags or student.held) and not student.accepted and not submission.flagged:
+                submission.flagged = True
+                student.changes.append("flagged in nbgrader")
+        gb.db.commit()
+    config = course_config(course)
+    for student in students:
+        if not student.error:
+            recompute_late_penalty(config, db_url, assignment, student.name)
+
+
+def cell_scores(cells, student: Student, parts: set) -> dict:
+    """grade id -> (isolated score, reason) for the test cells of `parts`: a knowledge question's
+    cell gets that question's score, other cells their share of their part's isolated score."""
+    from autograder.intake.knowledge import question_of_row
+    from autograder.intake.notebook import knowledge_cell, part_of_cell
+
+    found = student.results
+    details = found.parts
+    hold = student.held
+    withheld = set(hold.parts) if hold is not None and hold.withheld else set()
+    questions = {knowledge_cell(question): row for row in found.tests
+                 if (question := question_of_row(row.name)) is not None}
+    wanted = {}
+    for cell in cells:
+        part = part_of_cell(cell.name)
+        if part not in parts:
+            continue
+        detail = details[part]
+        if part in withheld:
+            wanted[cell.name] = (0.0, "Held for review: the grader could not decide part of your notebook on its own, "
+                                      "so a person looks at it before this part counts. Why: "
+                                      + "; ".join(hold.reasons))
+            continue
+        if cell.name in questions:
+            row = questions[cell.name]
+            score = row.score or 0.0
+            why = f"your answer scored {score:g} / {row.max_score or 0.0:g}: {row.output or 'right'}"
+        else:
+            score = round(detail.score * cell.max_score / detail.max_score, 6) if detail.max_score else 0.0
+            why = failed_tests(found, part)
+        wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
+                                     f"kernel against the course's tests, scored {detail.score:g} / "
+                                     f"{detail.max_score:g} in part {part} (the tests in your notebook gave "
+                                     f"{student.in_kernel[part]:g}); this cell is worth its share. {why}").strip())
+    return wanted
+
+
+def failed_tests(found: results.Results, part: str, shown: int = 3) -> str:
+    failed = [row for row in found.tests if part in row.tags and row.status == "failed"]
+    if not failed:
+        return "Every test of this part passed in isolation."
+    lines = [f"- {row.name}: {row.output.splitlines()[0] if row.output else 'failed'}" for row in failed[:shown]]
+    more = f"\n... and {len(failed) - shown} more" if len(failed) > shown else ""
+    return f"{len(failed)} test(s) failed in isolation:\n" + "\n".join(lines) + more
+
+
+def apply(cells, wanted: dict, ledger: dict, student: Student) -> dict:
+    """Set or clear this command's manual scores; returns the new ledger (grade id -> what this
+    command wrote). A manual score that the ledger does not account for is a grader's: kept."""
+    new = {}
+    for cell in cells:
+        mine = ledger.get(cell.name)
+        ours = cell.manual_score is None or (mine is not None and abs(cell.manual_score - mine["score"]) <= TOLERANCE)
+        score, reason = wanted.get(cell.name, (None, ""))
+        if score is not None and cell.auto_score is not None and abs(score - cell.auto_score) <= TOLERANCE:
+            score = None  # the kernel's score stands: no manual score needed
+        if not ours:
+            if score is not None:
+                student.changes.append(f"{cell.name}: kept the manual grade {cell.manual_score:g} (isolated: {score:g})")
+            continue
+        if score is None:
+            if mine is not None:
+                cell.manual_score, cell.needs_manual_grade = None, False
+                student.changes.append(f"{cell.name}: isolated score removed, back to {cell.auto_score or 0:g}")
+            continue
+        if cell.manual_score is None or abs(cell.manual_score - score) > TOLERANCE:
+            student.changes.append(f"{cell.name}: {cell.auto_score or 0:g} -> {score:g}")
+        cell.manual_score, cell.needs_manual_grade = score, False  # a regrade marks it again: cleared here
+        new[cell.name] = {"score": score, "reason": reason}
+    return new
+
+
+def previous_ledger(path: Path) -> dict:
+    saved = results.load(path)
+    return saved.extra("written_to_gradebook", {}) if saved else {}
+
+
+def course_config(course: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+
+
+def recompute_late_penalty(config, db_url: str, assignment: str, student: str) -> None:
+    """nbgrader's own AssignLatePenalties on the stored scores (it reads the notebook's score from
+    the gradebook, manual scores included); the notebook it is given is not used."""
+    from nbformat.v4 import new_notebook
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    from autograder.intake.notebook import ASSIGNMENT
+
+    resources = {"nbgrader": {"notebook": ASSIGNMENT, "assignment": assignment, "student": student, "db_url": db_url}}
+    AssignLatePenalties(config=config).preprocess(new_notebook(), resources)
+
+
+# ------------------------------------------------------------------------------------------------
+# What it leaves: per-student results files, the table, the CSV
+# ------------------------------------------------------------------------------------------------
+
+def results_path(course: Path, assignment: str, student: str) -> Path:
+    """The isolated grade of one student as Gradescope results.json, with extra_data["flags"]
+    (a list of strings) and extra_data["written_to_gradebook"] (grade id -> score and reason)."""
+    return Path(course) / STORE / assignment / f"{student}.json"
+
+
+def save_student_results(path: Path, student: Student, wrote: bool) -> None:
+    results.write(path, results.with_extra(student.results, {
+        "student": student.name, "flags": student.flags, "extraction_notes": student.notes,
+        "in_kernel": student.in_kernel, "written_to_gradebook": student.ledger if wrote else previous_ledger(path)}))
+
+
+def table(students: list) -> str:
+    width = max([len("student"), *(len(s.name) for s in students)])
+    cells = [("student", "in kernel", "isolated", "flags")]
+    for s in students:
+        kernel = f"{sum(s.in_kernel.values()):g}" if s.in_kernel else "-"
+        isolated = f"{sum(s.isolated.values()):g}" if s.results else "-"
+        state = (f"FAILED: {s.error}" if s.error else
+                 "accepted after review: the in-kernel grade stands" if s.accepted else
+                 "HELD FOR REVIEW: " + "; ".join([*s.held.reasons, *s.flags]) + " - read this notebook" if s.held else
+                 "; ".join(s.flags) + " - read this notebook" if s.flags else "-")
+        cells.append((s.name, kernel, isolated, state))
+    header, *rows = results.text_table(cells, "<>><", (width, 9, 9))
+    lines = [header]
+    for s, row in zip(students, rows):
+        lines.append(row)
+        lines += [f"{'':<{width}}   note: {note}" for note in s.notes]
+        scores = [c for c in s.changes if "->" in c or "removed" in c]  # every one is in the CSV
+        if scores:
+            lines.append(f"{'':<{width}}   wrote: {len(scores)} cell score(s)")
+        lines += [f"{'':<{width}}   wrote: {change}" for change in s.changes if change not in scores]
+    return "\n".join(lines)
+
+
+def csv_report(students: list) -> str:
+    parts = sorted({p for s in students for p in s.in_kernel})
+    buffer = io.StringIO()
+    writer = results.SpreadsheetWriter(buffer)
+    writer.writerow(["student", "status", "in_kernel", "isolated",
+                     *(f"{p}_{side}" for p in parts for side in ("in_kernel", "isolated")),
+                     "flags", "notes", "written", "error", "review"])
+    for s in students:
+        isolated = s.isolated
+        writer.writerow([s.name, s.status, round(sum(s.in_kernel.values()), 4) if s.in_kernel else "",
+                         round(sum(isolated.values()), 4) if s.results else "",
+                         *(value for p in parts for value in (s.in_kernel.get(p, ""), isolated.get(p, ""))),
+                         "; ".join(s.flags), "; ".join(s.notes), "; ".join(s.changes), s.error,
+                         "accepted" if s.accepted else "held: " + "; ".join(s.held.reasons) if s.held else ""])
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------
+# Accepting a notebook's in-kernel grade after review
+# ------------------------------------------------------------------------------------------------
+
+def accept(names: list, db_url: str, course: Path, assignment: str) -> int:
+    """Keep each named student's in-kernel grade: every manual score this command wrote comes out (a
+    TA's own override stays), the nbgrader flag is cleared, the late penalty recomputed, and the
+    notebook's checksum recorded, so later runs write nothing for it until the notebook changes."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.intake import notebook
+
+    store = course / STORE / assignment
+    accepted = read_accepted(store)
+    done = []
+    with Gradebook(db_url) as gb:
+        for name in names:
+            path = course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb"
+            try:
+                submission = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, name)
+            except MissingEntry:
+                print(f"{name}: no autograded submission of {assignment} in the gradebook; nothing accepted")
+                continue
+            if not path.is_file():
+                print(f"{name}: no {path.name} in {path.parent}; nothing accepted")
+                continue
+            student = Student(name, path)
+            ledger = previous_ledger(results_path(course, assignment, name))
+            student.ledger = apply(submission.grades, {}, ledger, student)
+            submission.flagged = False
+            accepted[name] = checksum(path)
+            done.append(student)
+        gb.db.commit()
+    results.write_record(store, ACCEPTED, accepted)
+    config = course_config(course)
+    for student in done:
+        recompute_late_penalty(config, db_url, assignment, student.name)
+        saved = results_path(course, assignment, student.name)
+        found = results.load(saved)
+        if found is not None:
+            results.write(saved, results.with_extra(found, {"written_to_gradebook": {}, "accepted": True}))
+        print(f"{student.name}: in-kernel grade accepted; flag cleared"
+              + (f"; {len(student.changes)} cell score(s) taken out" if student.changes else ""))
+    return 0 if len(done) == len(names) else EXIT_FAILED
+
+
+def read_accepted(store: Path) -> dict:
+    return results.read_record(store, ACCEPTED)
+
+
+def checksum(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
