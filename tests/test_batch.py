@@ -266,3 +266,21 @@ def test_a_failure_result_says_what_produced_it_and_is_kept_while_nothing_change
     assert batch.run(args, command=FAKE) == 0
     assert {p.stem for p in out.glob("*.json") if p.stat().st_ino != first[p.stem]} == {"segv"}
     assert "regrading 1 of 3: the submission changed" in capsys.readouterr().err
+
+
+def test_a_checkout_in_another_folder_states_the_same_rubric_but_another_hidden_list_does_not(tmp_path, monkeypatch):
+    """graded_with leaves out where the checkout sits: the same rubric loaded from another folder (a
+    moved course folder, a cluster's worker) keeps its grades; hiding other paths does not."""
+    from autograder.core import paths
+    from autograder.pipeline.grade_file import GradeOptions, graded_with
+
+    sub = tmp_path / "ann.py"
+    sub.write_text("")
+    options = GradeOptions()
+    rubric = rubric_file.load()
+    here = graded_with(sub, options, rubric)["rubric"]
+    moved = tmp_path / "moved"
+    monkeypatch.setattr(paths, "REPO", moved)
+    as_moved = replace(rubric, hidden=tuple(moved / p.relative_to(rubric_file.REPO) for p in rubric.hidden))
+    assert graded_with(sub, options, as_moved)["rubric"] == here
+    assert graded_with(sub, options, replace(as_moved, hidden=(moved / "reference",)))["rubric"] != here

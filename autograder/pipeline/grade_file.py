@@ -133,7 +133,10 @@ def graded_with(path: Path, options: GradeOptions, rubric) -> dict:
     from autograder.core import paths
 
     settings = replace(options, hide=(), rubric=RUBRIC_FILE).to_argv()
-    return {"grader": paths.grader_checksum(), "rubric": _digest(repr(replace(options.scored(rubric), source=None))),
+    checkout = paths.REPO
+    hidden = tuple(p.relative_to(checkout) if p.is_relative_to(checkout) else p for p in rubric.hidden)
+    where_free = replace(options.scored(rubric), source=None, hidden=hidden)
+    return {"grader": paths.grader_checksum(), "rubric": _digest(repr(where_free)),
             "options": _digest("\0".join(settings)), "submission": submission_digest(path)}
 
 
