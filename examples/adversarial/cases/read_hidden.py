@@ -6,8 +6,10 @@ import sys
 
 
 def _guesses():
-    worker_script = os.path.abspath(sys.argv[0])  # inside the repository at the process level
-    yield os.path.dirname(os.path.dirname(os.path.dirname(worker_script)))
+    folder = os.path.dirname(os.path.abspath(sys.argv[0]))  # inside the repository at the process level
+    while os.path.dirname(folder) != folder:  # every folder above the worker's script: one is the repository
+        folder = os.path.dirname(folder)
+        yield folder
     yield "/autograder/source"  # Gradescope's layout
     pid = os.getpid()
     for _ in range(5):  # the working directories of the processes above: the grader's is the repo
