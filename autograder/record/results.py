@@ -130,10 +130,6 @@ class Results:
             else default
         return default if value is None else value
 
-    def rows_of(self, part: str) -> tuple:
-        """The knowledge, timing or adjustment rows of `part` (tagged with the part alone)."""
-        return tuple(row for row in self.tests if row.tags == (part,))
-
 
 def _number(value) -> float | None:
     return float(value) if _finite(value) else None
