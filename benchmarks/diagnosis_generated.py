@@ -3,6 +3,7 @@
     python benchmarks/diagnosis_generated.py            # every mutant (about 1000; minutes)
     python benchmarks/diagnosis_generated.py --share 5  # a fixed fifth of them, for a quick look
     python benchmarks/diagnosis_generated.py --grade-equivalents  # and grade the ones judged equivalent
+    python benchmarks/diagnosis_generated.py --json OUT.json     # and every mutant's judgement, for a closer look
 
 Every one-place mutant that tools/mutate.py makes of the reference, corpus/valid and
 corpus/styles is judged by tools/heldout.py: what it gets wrong is read from its outputs
@@ -12,6 +13,7 @@ diagnosis is wrong, when fewer than 90% of the mutants that match one catalog en
 right, or when the right count falls below the committed figure (corpus/generated-figures.toml).
 """
 import argparse
+import json
 import platform
 import sys
 import time
@@ -86,6 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--grade-equivalents", action="store_true",
                         help="grade the mutants judged equivalent with every suite (about 5 s each)")
+    parser.add_argument("--json", type=Path, help="write each mutant's style, operator, kind, part, matches, "
+                        "names and verdict to this file")
     args = parser.parse_args(argv)
     print(f"{date.today()}, {platform.node()}, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}")
@@ -112,6 +116,15 @@ def main(argv=None) -> int:
                   f"named {j.unbacked} without evidence")
         elif j.kind in (heldout.MODEL, heldout.CHECK) and j.verdict != heldout.RIGHT:
             print(f"  none: {mutant_id} (shows in {j.part}, reproduces {j.matches[0]}) named {j.named or 'nothing'}")
+    if args.json:
+        args.json.write_text(json.dumps({m.id: {"style": m.style, "operator": m.operator, "kind": judged[m.id].kind,
+                                                "part": judged[m.id].part, "matches": list(judged[m.id].matches),
+                                                "named": judged[m.id].named, "verdict": judged[m.id].verdict}
+                                         for m in mutants}, indent=1))
+    non_equivalent = total.generated - total.kinds.get(heldout.EQUIVALENT, 0)
+    if non_equivalent:
+        print(f"coverage: {total.matched} of the {non_equivalent} not judged equivalent reproduce exactly one "
+              f"catalog entry ({total.matched / non_equivalent:.0%})")
     committed = toml.loads(COMMITTED.read_text())
     floor = committed["right"] if args.share == 1 else 0
     ok = total.count(heldout.WRONG) == 0 and total.right_on_matched >= RIGHT_SHARE * total.matched \

@@ -43,10 +43,12 @@ c.Execute.timeout = 120
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"\A(?:[^\n]*:\d+: \w*Warning: [^\n]*\n(?:  [^\n]*\n)*)+\Z"
 
-# Feedback shows neither hidden tests nor the tracebacks that would quote them, and says why a cell's
-# score was replaced by its isolated score (mhsa_nbgrader/feedback.py).
+# Feedback shows neither hidden tests nor the tracebacks that would quote them, says why a cell's
+# score was replaced by its isolated score and each part's likely mistake from the isolated grade, and
+# shows every score with two decimals (mhsa_nbgrader/feedback.py).
 c.GenerateFeedback.preprocessors = feedback.preprocessors()
 c.IsolatedScoreNotes.course = str(COURSE)
+c.HTMLExporter.filters = feedback.template_filters()
 
 # `nbgrader zip_collect mhsa` for an LMS download (docs/nbgrader.md): put the zip or the files in
 # downloaded/mhsa/archive/. File names as Canvas writes them: NAME_[LATE_]USERID_SUBMISSIONID_FILE,

@@ -36,6 +36,7 @@ SLOW_FILES = {
     # the real nbgrader on a copy of the course
     "test_nbgrader.py",
     "test_nbgrader_course.py",
+    "test_nbgrader_feedback.py",  # test_nbgrader.py's course, then gradebook --write and generate_feedback
     # a real headless browser, a real Dask cluster, a container like Gradescope's
     "test_report_browser.py",
     "test_cluster.py",

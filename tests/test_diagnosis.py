@@ -6,7 +6,7 @@ import pytest
 from autograder.feedback.diagnosis import diagnose, identify
 from autograder.testing.backends import InProcessBackend, WorkerBackend
 from tools import diagnosis_accuracy as evaluate
-from autograder.feedback.diagnosis.catalog import CATALOG, CORRECT, DROPOUT_CALLS, IDS, consistent, predicted
+from autograder.feedback.diagnosis.catalog import CATALOG, CORRECT, DROPOUT_CALLS, IDS, consistent
 from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
 from autograder.feedback.diagnosis.probes import PROBES, Session
 from autograder.isolation.host.levels import Isolation
@@ -26,7 +26,7 @@ def test_the_correct_model_agrees_with_the_reference_on_every_probe():
     session = Session(InProcessBackend(REFERENCE))
     calls = [(key, call) for probes in PROBES.values() for key, call in probes.items()]
     calls += [(key, call) for key, call in DROPOUT_CALLS.items() if key.endswith("off")]
-    differ = [key for key, call in calls if not consistent(session.observe(key, call), predicted(call, CORRECT))]
+    differ = [key for key, call in calls if not consistent(session.observe(key, call), session.predicted(call, CORRECT))]
     assert not differ
 
 

@@ -106,6 +106,7 @@ def check_gradescope_format(data):
             assert test["status"] in ("passed", "failed"), ("a row with points needs a status", test)
         assert test["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
         assert test["tags"][0] in parts
+        assert test.get("output_format", "text") in ("text", "html", "simple_format", "md", "ansi")
 
 
 def right_answers(tmp_path) -> Path:
@@ -138,6 +139,21 @@ def test_the_reference_gets_full_marks_on_every_graded_part(bundle, tmp_path):
     assert data["score"] == data["extra_data"]["max_score"] > 0
     # public and hidden test rows, and rubric.toml's [results] part_rows: one summary row per part
     assert {t["tags"][1] for t in data["tests"] if len(t["tags"]) > 1} == {"public", "hidden", "part"}
+
+
+def test_a_failed_part_shows_its_likely_mistake_and_its_weights_as_html(bundle, tmp_path):
+    """Without the 1/sqrt(d_k) scale: sdpa's summary row names the mistake and, in Gradescope's HTML
+    format, shows the weights beside the expected ones; the rows without a picture keep the text format."""
+    unscaled = tmp_path / "unscaled.py"
+    unscaled.write_text((REPO / "reference" / "mhsa.py").read_text().replace(
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))", "scores = q @ k.transpose(-2, -1)"))
+    data = run_autograder(bundle, tmp_path, {"mhsa.py": unscaled})
+    check_gradescope_format(data)
+    row = next(t for t in data["tests"] if t["tags"] == ["sdpa", "part"])
+    assert row["output_format"] == "html" and "Likely mistake: " in row["output"], row
+    assert "<table" in row["output"] and "<script" not in row["output"].lower()
+    assert data["extra_data"]["parts"]["sdpa"]["picture_text"].count("yours - expected") >= 1
+    assert all("output_format" not in t for t in data["tests"] if t["tags"][-1] != "part")
 
 
 @pytest.mark.parametrize("late_due, scored", [("2999-12-31T23:59:00.000000-08:00", False),

@@ -6,7 +6,7 @@ from hypothesis import example, given
 
 from autograder.testing.calls import Call
 from autograder.testing.checks import expect_raises, expect_tuple, expect_untouched, expect_zero_where
-from autograder.testing.compare import Cause, any_of, close_to, dropped, expect, rescaled
+from autograder.testing.compare import Cause, Structure, any_of, close_to, dropped, expect, rescaled
 from autograder.testing.oracles import blocked_of, mha_expected, randn
 from tests_hidden.support import (ATTN_MASKS, MhsaCase, check_causality, check_key_padding_invariance,
                                   check_permutation_equivariance, examples, expect_close, expect_fraction, expect_grads,
@@ -42,7 +42,7 @@ def test_matches_reference_float32(impl, ref, case):
     x, masks = sequence_inputs(case)
     call = mhsa_call(case, x, masks)
     expect_close(impl.run(call).output, ref.run(call).output, "output", call,
-                 hint="without need_weights, forward returns the output tensor alone.")
+                 hint=Structure("without need_weights, forward returns the output tensor alone."))
 
 
 @examples(8)
@@ -139,9 +139,12 @@ def test_eval_ignores_dropout(impl, ref):
 
 def test_training_without_dropout_matches_eval(impl, ref):
     x, _ = sequence_inputs(DROPOUT_CASE)
-    call = mhsa_call(DROPOUT_CASE, x, {}, training=True)
-    expect_close(impl.run(call).output, ref.run(mhsa_call(DROPOUT_CASE, x, {})).output, "output", call,
-                 hint="dropout defaults to 0.0.")
+    call, in_eval = mhsa_call(DROPOUT_CASE, x, {}, training=True), mhsa_call(DROPOUT_CASE, x, {})
+    want = ref.run(in_eval).output
+    # Only eval mode right says that training mode alone differs: something random ran.
+    right_in_eval = torch.allclose(impl.run(in_eval).output, want, rtol=1e-7, atol=1e-9)
+    expect_close(impl.run(call).output, want, "output", call,
+                 hint="dropout defaults to 0.0." if right_in_eval else "")
 
 
 def _output_from_weights(state, x, weights, h):

@@ -134,7 +134,8 @@ def check(got, expected, *, what, hint="", suspects=(), rtol=None, atol=None, dt
 
 NAN_HINT = ("NaN usually comes from -inf - (-inf), 0 * (-inf), or a softmax over a row that is all -inf "
             "(every key blocked). In these tests every query keeps at least one key, so check the mask "
-            "convention (True or -inf = blocked) and which dimension the mask blocks.")
+            "convention (True or -inf = blocked), which dimension the mask blocks, and that the softmax runs "
+            "over the keys (dim=-1): over the queries, a blocked key is a row of -inf.")
 
 
 def expect_like(got, expected, what):

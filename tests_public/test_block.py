@@ -216,7 +216,8 @@ def test_feed_forward_dropout_placement(impl):
            f"1.0 to every feature without dropout: {int(dropped.sum())} of {dropped.numel()} of its outputs "
            f"are 0; with dropout {p} about {p:.0%} should be.",
            hint="apply dropout to the feed-forward output (after ff2) before adding it to the residual, as "
-                "nn.TransformerEncoderLayer does (handout, section 1.6).")
+                "nn.TransformerEncoderLayer does (handout, section 1.6)." if not dropped.any() and bool(
+                    ((branch - 1).abs() < 1e-6).all()) else "")  # only when the branch is exactly its dropout-free value
     # Kept outputs are (1 / (1-p)) * ff2(dropout(hidden)): the average of the surviving hidden units.
     # Without the inner dropout all of them are exactly 1 / (1-p).
     untouched = (branch - 1 / (1 - p)).abs() < 1e-9

@@ -31,8 +31,8 @@ def suspects(state, x, h, attn_mask, kpm, pick):
         (lambda: pick(mha_expected(scale_queries(state, math.sqrt(d_k)), x, h, attn_mask, kpm)),
          "did you forget to divide the scores by sqrt(d_k)?"),
         (lambda: pick(mha_expected(scale_queries(state, math.sqrt(d_k / d_model)), x, h, attn_mask, kpm)),
-         "the scores are divided by sqrt(d_k), the size of ONE head (d_model / num_heads), not by "
-         "sqrt(d_model)."),
+         f"your scores match a division by {math.sqrt(d_model):g} instead of sqrt(d_k) = {math.sqrt(d_k):g}: "
+         "d_k is the size of ONE head (d_model / num_heads)."),
         (lambda: pick(mha_expected(interleaved_qkv(state, h), x, h, attn_mask, kpm)),
          "qkv's output is [q | k | v] (three blocks of d_model features, then heads inside each), not "
          "[q_0 k_0 v_0 | q_1 k_1 v_1 | ...] per head: split it into three along the last dimension "

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from autograder.feedback.diagnosis import identify
 from autograder.feedback.diagnosis.catalog import CATALOG, Evidence
+from autograder.feedback.diagnosis.model import simulate
 from autograder.feedback.diagnosis.probes import FRESH_PROBES, Session
 from autograder.testing.backends import InProcessBackend
 
@@ -47,8 +48,16 @@ class Judged:
 
 
 def reproduced(fresh: Evidence, part: str) -> tuple:
-    """The catalog entries whose model (or check) the part's behaviour on fresh inputs reproduces."""
-    return tuple(m.id for m in CATALOG if part in m.parts and fresh.shows(part, m))
+    """The catalog entries whose model (or check) the part's behaviour on fresh inputs reproduces on
+    every probe; failing any, those it reproduces on some, the rest right, while a part that calls it
+    reproduces them on all (Evidence.supports: the evidence the diagnosis itself is held to)."""
+    whole = tuple(m.id for m in CATALOG if part in m.parts and fresh.shows(part, m))
+    return whole or tuple(m.id for m in CATALOG if part in m.parts and fresh.supports(part, m))
+
+
+def backed(fresh: Evidence, part: str, misconception_id: str) -> bool:
+    """The fresh inputs support the misconception for the part (on every probe or, as above, on some)."""
+    return any(m.id == misconception_id and part in m.parts and fresh.supports(part, m) for m in CATALOG)
 
 
 def judge(path) -> Judged:
@@ -56,9 +65,9 @@ def judge(path) -> Judged:
         backend = InProcessBackend(Path(path))
     except Exception:  # noqa: BLE001 - a mutant that cannot even be imported is no attention mistake
         return Judged(BROKEN)
-    fresh = Evidence(Session(backend, FRESH_PROBES))
+    fresh = Evidence(Session(backend, FRESH_PROBES, predict=simulate))
     named = {p: m.id for p, m in identify(backend, list(ORDER)).items()}
-    unbacked = {p: i for p, i in named.items() if i not in reproduced(fresh, p)}
+    unbacked = {p: i for p, i in named.items() if not backed(fresh, p, i)}
     differing = [part for part in ORDER if not fresh.correct(part)]
     checked = [part for part in ORDER if any(m.check and part in m.parts and fresh.shows(part, m) for m in CATALOG)]
     if not differing and not checked:  # dropped, unless the diagnosis accuses it of something all the same

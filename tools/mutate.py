@@ -3,7 +3,8 @@
 The hand-written corpus (corpus/mutants*.toml) holds the mistakes the catalog was written for; these
 are made without looking at the catalog, by operators that know nothing of attention: swap the
 operands of @, change a dimension or a constant, turn a comparison, drop an operand of a sum or a
-product, drop a keyword, swap two names, negate a condition. Each mutant changes one node of the
+product, drop a keyword, swap two names, negate a condition, take two nested calls in the other
+order, move a call inside a sum. Each mutant changes one node of the
 source of one valid solution (corpus/valid, corpus/styles, the reference); the mutants of a style come
 in a fixed order (duplicates left out), and `generate(share=n)` keeps a fixed one in n
 of them (by a hash of the source), so the set is the same on every machine and changes only when a
@@ -212,6 +213,28 @@ def drop_keyword(node):
     return []
 
 
+def swap_nested_calls(node):
+    """f(g(x)) -> g(f(x)), for two calls of one positional argument each: two steps taken in the other
+    order (a norm applied to a sublayer's output instead of its input)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return []
+    inner = node.args[0]
+    if isinstance(inner, ast.Call) and len(inner.args) == 1 and not inner.keywords:
+        return [ast.Call(inner.func, [ast.Call(node.func, inner.args, [])], [])]
+    return []
+
+
+def call_inside_sum(node):
+    """f(a + b) -> a + f(b) and f(a) + b: a call moved inside a sum (a norm inside the residual)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return []
+    total = node.args[0]
+    if isinstance(total, ast.BinOp) and isinstance(total.op, ast.Add):
+        return [ast.BinOp(total.left, ast.Add(), ast.Call(node.func, [total.right], [])),
+                ast.BinOp(ast.Call(node.func, [total.left], []), ast.Add(), total.right)]
+    return []
+
+
 def drop_statement(node):
     """An assignment that updates a name from itself (scores = scores + mask) left out."""
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -224,7 +247,7 @@ def drop_statement(node):
 OPERATORS = {f.__name__: f for f in (
     swap_matmul, change_dim, change_permutation, drop_call, drop_operand, change_operator, change_sqrt,
     change_compare, change_infinity, change_constant, swap_function, swap_names, swap_targets,
-    negate_condition, drop_keyword, drop_statement)}
+    negate_condition, drop_keyword, drop_statement, swap_nested_calls, call_inside_sum)}
 
 
 # ---------------------------------------------------------------- applying them

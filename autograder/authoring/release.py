@@ -2,7 +2,7 @@
 import shutil
 from pathlib import Path
 
-from autograder.authoring import doc_numbers
+from autograder.authoring import doc_numbers, predictions
 from autograder.authoring.stubs import generate_stubs, solution_lines
 from autograder.core import paths, rubric
 from autograder.core.paths import REFERENCE, REPO
@@ -28,9 +28,11 @@ def generated_files() -> dict:
 
 
 def stale_files() -> list:
-    """Generated files whose committed text differs from what the reference generates now."""
+    """Generated files whose committed text differs from what the reference generates now, and the
+    diagnosis's predictions when they differ from what its models compute now."""
     return [path for path, text in generated_files().items()
-            if (REPO / path).is_symlink() or not (REPO / path).is_file() or (REPO / path).read_text() != text]
+            if (REPO / path).is_symlink() or not (REPO / path).is_file() or (REPO / path).read_text() != text
+            ] + ([predictions.RELATIVE] if predictions.stale() else [])
 
 
 class StaleFiles(RuntimeError):
@@ -58,6 +60,9 @@ def write_generated() -> list:
             target.unlink(missing_ok=True)
             target.write_text(text)
             written.append(path)
+    if predictions.stale():
+        predictions.write()
+        written.append(predictions.RELATIVE)
     return written
 
 

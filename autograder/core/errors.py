@@ -75,15 +75,19 @@ class MonitorSilent(ForbiddenApiError):
 _RAISED = {}
 
 
-def raised(type_name: str, message: str, student_traceback: str, during: str = "") -> SubmissionError:
+def raised(type_name: str, message: str, student_traceback: str, during: str = "", shapes: str = "") -> SubmissionError:
     """An exception of the student's type (built-ins only) that is also a SubmissionError.
 
     Its text starts with the type's name: a bare MemoryError or SystemExit has no message at all;
-    `during` names the call that raised it (its arguments' shapes, from Call.signature()).
+    `shapes` (the worker's shape trace, executor.ShapeTrace) follows the message, before `during`, the
+    call that raised it (its arguments' shapes, from Call.signature()), and the student's traceback:
+    first, so that the twelve lines `check` shows of a failure hold it.
     """
     type_name, message, student_traceback = (clean_text(type_name, 100), clean_text(message),
                                              clean_text(student_traceback))
     text = f"{type_name}: {message}".rstrip(": ")
+    if shapes:
+        text += f"\n\n{clean_text(shapes, 2000)}"
     if during:
         text += f"\n\nRaised by the call {during}"
     if student_traceback:
@@ -94,3 +98,10 @@ def raised(type_name: str, message: str, student_traceback: str, during: str = "
             _RAISED[type_name] = type(type_name, (SubmissionRaised, base), {"__module__": "builtins"})
         return _RAISED[type_name](text)
     return SubmissionRaised(text)
+
+
+def add_shape_trace(err: BaseException, shapes: str) -> None:
+    """`shapes` (executor.ShapeTrace's text) added to the message of `err`, an exception raised in this
+    process (the in-process backend): after the message, as `raised` places it for the worker's errors."""
+    if shapes and len(err.args) == 1 and isinstance(err.args[0], str):
+        err.args = (f"{err.args[0]}\n\n{shapes}",)

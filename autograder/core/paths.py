@@ -41,15 +41,17 @@ STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
     "testing/__init__", "testing/backends", "testing/calls", "testing/compare", "testing/checks", "testing/oracles",
     "testing/pytest_plugin",
     "integrity/__init__", "integrity/static_check",
-    "feedback/__init__", "feedback/student_view",
-    "pipeline/__init__", "pipeline/context", "pipeline/grading"))
+    "feedback/__init__", "feedback/student_view", "feedback/pytest_plugin", "feedback/pictures",
+    "feedback/diagnosis/__init__", "feedback/diagnosis/catalog", "feedback/diagnosis/knobs",
+    "feedback/diagnosis/probes", "feedback/diagnosis/predictions",
+    "pipeline/__init__", "pipeline/context", "pipeline/grading")) + (
+    # model.py's results on the diagnosis's calls: the diagnosis without an implementation to read
+    "autograder/feedback/diagnosis/predictions.safetensors",)
 # GRADER_CODE: what grading a submission runs beyond a student's checks: the grader slots and their
 # worker template, the hidden suite's diagnosis, Gradescope's entry point and the timing part.
 GRADER_CODE = STUDENT_CODE + tuple(f"autograder/{name}.py" for name in (
     "pipeline/grade_file", "runners/__init__", "runners/slot", "runners/gradescope",
-    "isolation/host/worker_template", "isolation/guest/template_main",
-    "feedback/diagnosis/__init__", "feedback/diagnosis/catalog", "feedback/diagnosis/model",
-    "feedback/diagnosis/probes")) + tuple(
+    "isolation/host/worker_template", "isolation/guest/template_main")) + tuple(
     f"gpu_checks/{name}.py" for name in (
         "__init__", "checks", "grading", "harness", "participants", "report", "runqueue", "session",
         "settings", "stats", "timing_worker", "baselines/fused_mhsa"))

@@ -218,7 +218,9 @@ SCHEMA = (
               *(Key(name, "string", None, f"the level for part {name}; unset: `default`", choices=FEEDBACK_LEVELS)
                 for name in PARTS),
               Key("diagnosis", "boolean", True, "false: the `diagnose` stage does not run, and no likely "
-                  "misconception is named in any feedback"))),
+                  "misconception is named in any feedback"),
+              Key("pictures", "boolean", True, "false: the `draw_pictures` stage does not run, and no failed "
+                  "part shows its attention weights beside the expected ones"))),
     Table("results", "How results are shown and adjusted (every route writes the same results; Gradescope "
           "reads the visibility and format).", (
               Key("hidden_visibility", "string", "visible", "Gradescope's visibility of hidden-test rows and of the "
@@ -314,6 +316,7 @@ class Rubric:
     hidden: tuple
     results: Results = Results()
     diagnosis: bool = True   # [feedback] diagnosis: whether the diagnose stage runs
+    pictures: bool = True    # [feedback] pictures: whether the draw_pictures stage runs
     source: Path = RUBRIC_FILE  # the file read: hidden from the worker like rubric.toml, wherever it is
 
     def part_of(self, function: str) -> list:
@@ -364,7 +367,7 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
     shown = tables["results"]
     return Rubric(parts, weights, limits, float(lim["submission_timeout_s"]), hidden,
                   Results(**{k: (float(v) if k == "late_penalty_per_day" else v) for k, v in shown.items()}),
-                  feedback["diagnosis"], Path(path).resolve())
+                  feedback["diagnosis"], feedback["pictures"], Path(path).resolve())
 
 
 def _checked(data: dict, path) -> dict:

@@ -40,6 +40,8 @@ def report(grade, rubric) -> str:
         lines += [f"      {results.printable(note)}" for note in OrderedDict.fromkeys(scored.notes) if note]
         if scored.diagnosis:
             lines.append(f"      {results.LIKELY_MISTAKE}{scored.diagnosis}")
+        if scored.picture_text:
+            lines += ["", *(f"      {line}".rstrip() for line in scored.picture_text.splitlines()), ""]
     lines.append(f"\n  Maximum here: the test-graded parts ({grade.max_score:g} points). Hidden tests, the "
                  "knowledge key and timing are graded by your course.")
     for name in rubric.parts:

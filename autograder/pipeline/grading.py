@@ -4,7 +4,7 @@ Each stage takes the context and the grade so far and returns the next grade (th
 composes preprocessors).
 
     load_submission -> static_scan -> start_worker -> run_suites -> carry_forward -> score -> diagnose
-    -> grade_knowledge -> grade_timing -> apply_late_penalty -> hold_for_review
+    -> draw_pictures -> grade_knowledge -> grade_timing -> apply_late_penalty -> hold_for_review
 
 then autograder/record/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -151,13 +151,34 @@ def diagnose(ctx: GradingContext, grade: Grade) -> Grade:
     from autograder.feedback import diagnosis
 
     try:
-        found = diagnosis.diagnose(ctx.backend(grade.source), failed)
+        found = diagnosis.diagnose(ctx.backend(grade.source), failed, source=Path(grade.source).read_text())
     except Exception as err:  # noqa: BLE001 - a diagnosis is advice; the grade stands without it
         return replace(grade, notes=(*grade.notes, f"no diagnosis: {type(err).__name__}: {err}"))
     if ctx.time_up:  # the limit came during the probes
         return grade
     parts = {name: replace(p, diagnosis=found[name]) if name in found else p for name, p in grade.parts.items()}
     return replace(grade, parts=parts)
+
+
+def draw_pictures(ctx: GradingContext, grade: Grade) -> Grade:
+    """For each failed part about attention weights or masks, its weights beside the expected ones on
+    one small fixed case (never a hidden test's inputs), through the grade's own worker."""
+    failed = [name for name, p in grade.parts.items() if p.units < p.max_units and name not in grade.forbidden]
+    if not failed or not any(t.passed for t in grade.tests) or ctx.time_up:
+        return grade
+    from autograder.feedback import pictures
+
+    drawn = {}
+    for name in (part for part in failed if part in pictures.PARTS):
+        try:
+            found = pictures.picture(ctx.backend(grade.source), name)
+        except Exception:  # noqa: BLE001 - a picture is advice; the grade stands without it
+            found = None
+        if ctx.time_up:  # the limit came while drawing: what was drawn may be of a stopped call
+            return grade
+        if found is not None:
+            drawn[name] = replace(grade.parts[name], picture_text=found.text(), picture_html=found.html())
+    return replace(grade, parts=grade.parts | drawn)
 
 
 NO_KEY = "the answer key is not in this copy of the repository"
@@ -278,8 +299,8 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, start_worker, run_suites, carry_forward, score, diagnose, grade_knowledge,
-          grade_timing, apply_late_penalty, hold_for_review)
+STAGES = (load_submission, static_scan, start_worker, run_suites, carry_forward, score, diagnose, draw_pictures,
+          grade_knowledge, grade_timing, apply_late_penalty, hold_for_review)
 
 # Whether a stage runs for this grade, decided from the context (the rubric and the command line) before
 # the stage starts, as nbgrader's preprocessors have an `enabled` trait; a stage not named here always
@@ -287,8 +308,10 @@ STAGES = (load_submission, static_scan, start_worker, run_suites, carry_forward,
 ENABLED = {
     # [results] carry_forward; the suites' results decide what reruns (none: nothing to do)
     carry_forward: lambda ctx: ctx.rubric.results.carry_forward,
-    # probes need a worker, and the hidden suite's results to say which misconception fits
-    diagnose: lambda ctx: ctx.rubric.diagnosis and ctx.isolation is not None and "hidden" in ctx.suites,
+    # probes need a worker; the public suite's results alone say which parts to diagnose (`check`)
+    diagnose: lambda ctx: ctx.rubric.diagnosis and ctx.isolation is not None,
+    # [feedback] pictures; drawn through a worker, as the probes are
+    draw_pictures: lambda ctx: ctx.rubric.pictures and ctx.isolation is not None,
     # [parts.knowledge] / [parts.timing] (a part with enabled = false is not in rubric.parts)
     grade_knowledge: lambda ctx: ctx.extras and "knowledge" in ctx.rubric.parts,
     grade_timing: lambda ctx: ctx.extras and "timing" in ctx.rubric.parts,

@@ -13,6 +13,7 @@ Every number shown comes from whole units (autograder/record/scoring.py), so the
 of the rows shown and each part's score the sum of its rows.
 """
 import csv
+import html
 import io
 import json
 import math
@@ -53,6 +54,8 @@ class PartRecord:
     notes: tuple = ()
     diagnosis: str = ""
     left_out_because: str = ""
+    picture_text: str = ""
+    picture_html: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,8 @@ def _texts(value) -> tuple:
 def _part(info: dict) -> PartRecord:
     return PartRecord(score=_number(info.get("score")) or 0.0, max_score=_number(info.get("max_score")) or 0.0,
                       graded=info.get("graded", True) is not False, notes=_texts(info.get("notes")),
-                      diagnosis=_text(info.get("diagnosis")), left_out_because=_text(info.get("left_out_because")))
+                      diagnosis=_text(info.get("diagnosis")), left_out_because=_text(info.get("left_out_because")),
+                      picture_text=_text(info.get("picture_text")), picture_html=_text(info.get("picture_html")))
 
 
 def _row(row: dict) -> TestRow:
@@ -262,8 +266,11 @@ def part_row(p: scoring.PartScore, visibility: str, md: bool) -> dict:
     """A part's summary row: no points of its own (the rows with points add up to the total)."""
     text = "\n".join([_state(part_record(p)), *(printable(n) for n in p.notes),
                       *([f"{LIKELY_MISTAKE}{p.diagnosis}"] if p.diagnosis else [])])
-    return {"name": f"part {p.name}: {p.title}", "output": _format(text, md), "visibility": visibility,
-            "tags": [p.name, "part"]}
+    row = {"name": f"part {p.name}: {p.title}", "output": _format(text, md), "visibility": visibility,
+           "tags": [p.name, "part"]}
+    if p.picture_html:  # Gradescope renders a row's HTML: the weights as shaded tables
+        row |= {"output": f"<pre>{html.escape(text)}</pre>\n{p.picture_html}", "output_format": "html"}
+    return row
 
 
 def row_record(r: scoring.Row, md: bool) -> dict:
@@ -281,7 +288,8 @@ def part_record(p: scoring.PartScore) -> dict:
     """extra_data["parts"][name]: a part's points, whether it was graded, its notes and diagnosis."""
     return {"score": p.score, "max_score": p.max_score, "graded": p.graded,
             "notes": [printable(n) for n in p.notes], "diagnosis": p.diagnosis,
-            **({"left_out_because": printable(p.left_out_because)} if not p.graded else {})}
+            **({"left_out_because": printable(p.left_out_because)} if not p.graded else {}),
+            **({"picture_text": p.picture_text, "picture_html": p.picture_html} if p.picture_html else {})}
 
 
 def _format(text: str, md: bool) -> str:

@@ -58,6 +58,8 @@ class PartScore(Points):
     notes: tuple = ()     # why points were taken or why the part was not graded
     left_out_because: str = ""  # when not graded, why in a few words (grades.csv's left_out, the report)
     diagnosis: str = ""   # the likely misconception behind this part's failures, if one matched
+    picture_text: str = ""  # expected and actual attention weights side by side (feedback/pictures.py)
+    picture_html: str = ""  # the same as a self-contained HTML fragment
 
 
 @dataclass(frozen=True)

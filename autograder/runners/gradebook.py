@@ -372,14 +372,14 @@ def cell_scores(cells, student: Student, parts: set) -> dict:
         if cell.name in questions:
             row = questions[cell.name]
             score = row.score or 0.0
-            why = f"your answer scored {score:g} / {row.max_score or 0.0:g}: {row.output or 'right'}"
+            why = f"your answer scored {score:.2f} / {row.max_score or 0.0:.2f}: {row.output or 'right'}"
         else:
             score = round(detail.score * cell.max_score / detail.max_score, 6) if detail.max_score else 0.0
             why = failed_tests(found, part)
         wanted[cell.name] = (score, (f"Score from the isolated regrade: your notebook's code, run outside its "
-                                     f"kernel against the course's tests, scored {detail.score:g} / "
-                                     f"{detail.max_score:g} in part {part} (the tests in your notebook gave "
-                                     f"{student.in_kernel[part]:g}); this cell is worth its share. {why}").strip())
+                                     f"kernel against the course's tests, scored {detail.score:.2f} / "
+                                     f"{detail.max_score:.2f} in part {part} (the tests in your notebook gave "
+                                     f"{student.in_kernel[part]:.2f}); this cell is worth its share. {why}").strip())
     return wanted
 
 

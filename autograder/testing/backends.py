@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import re
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -85,10 +86,21 @@ class InProcessBackend(Backend):
             sys.modules.pop(spec.name, None)
             raise
 
+    @classmethod
+    def of_namespace(cls, name: str, namespace: dict) -> "InProcessBackend":
+        """The definitions of a namespace that already ran (a notebook's kernel) as a submission."""
+        backend = cls.__new__(cls)
+        backend.name, backend.module = name, types.SimpleNamespace(**namespace)
+        return backend
+
     def _run(self, call: Call) -> Outcome:
         __tracebackhide__ = True
         # a copy: the submission must never hold, or write into, the test's own tensors
-        return Outcome(**executor.execute(self.module, copy.deepcopy(call.to_wire())))
+        try:
+            return Outcome(**executor.execute(self.module, copy.deepcopy(call.to_wire())))
+        except Exception as err:
+            errors.add_shape_trace(err, executor.shape_trace_of(err))  # the student's own exception, its trace added
+            raise
 
 
 class WorkerBackend(Backend):
@@ -154,7 +166,8 @@ class WorkerBackend(Backend):
             self._stop()
             raise errors.SubmissionCrashed(f"the process running your code sent a malformed reply to {call.target}")
         if reply["status"] == "raised":
-            err = errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""), call.signature())
+            err = errors.raised(reply.get("type"), reply.get("message"), reply.get("traceback", ""), call.signature(),
+                                reply.get("shapes", ""))
             if isinstance(err, (MemoryError, RuntimeError)) and OUT_OF_MEMORY.search(str(reply.get("message"))):
                 raise self._blew(call, err, "ran into the memory limit")
             raise err

@@ -5,7 +5,8 @@ and a detail (the expected and actual values). Hidden tests show students the su
 
 A hint that names a cause (dropout, overflow, a layout) is a Cause: it is given only when the result
 shows that cause (`seen`), so that a test about dropout does not blame dropout for a wrong scale.
-A hint that restates what is asked for is a plain string and always given.
+A hint about the kind of result (a tensor, not a tuple) is a Structure: given only when the type or
+shape is wrong. A hint that restates what is asked for is a plain string and always given.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -43,8 +44,18 @@ class Cause:
     seen: Callable
 
 
+@dataclass(frozen=True)
+class Structure:
+    """A hint about the kind of result asked for (a tensor, not a tuple; a shape), given only when the
+    result's type or shape is wrong: wrong values have other causes."""
+    text: str
+
+
 def hint_for(hint, got, expected) -> str:
-    """The text of `hint` for this result: a Cause's only when its evidence is in `got`."""
+    """The text of `hint` for this result: a Cause's only when its evidence is in `got`; a
+    Structure's never (the type and shape were right)."""
+    if isinstance(hint, Structure):
+        return ""
     if not isinstance(hint, Cause):
         return hint
     try:
@@ -55,6 +66,8 @@ def hint_for(hint, got, expected) -> str:
 
 def plain(hint) -> str:
     """A hint for a wrong type, shape, dtype or device: a Cause is about values, so it says nothing."""
+    if isinstance(hint, Structure):
+        return hint.text
     return "" if isinstance(hint, Cause) else hint
 
 

@@ -94,14 +94,30 @@ def impl(request) -> Backend:
         return
     path = resolve_impl(config.getoption("impl"), request.getfixturevalue("tmp_path_factory").mktemp("impl"))
     mode = config.getoption("isolation")
+    rules = rubric.load()
     if mode == "inprocess":
         backend = open_in_process(path)
     else:
-        rules = rubric.load()
         hidden = [p for p in rules.hidden if p.exists()] + [Path(p).resolve() for p in config.getoption("hide")]
         backend = WorkerBackend(path, resolve(mode), rules.limits, hidden)
     yield backend
-    backend.close()
+    try:
+        config.hook.pytest_mhsa_tests_done(config=config, backend=backend, path=path, rubric=rules)
+    finally:
+        backend.close()
+
+
+class Hooks:
+    """What this plugin calls, for the plugins above it (autograder/feedback/pytest_plugin.py)."""
+
+    @staticmethod
+    def pytest_mhsa_tests_done(config, backend, path, rubric):
+        """A student's own run (never the grader's) has run its tests; `backend` still holds the
+        submission at `path`."""
+
+
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(Hooks)
 
 
 @pytest.fixture(autouse=True)

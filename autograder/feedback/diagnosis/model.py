@@ -6,60 +6,12 @@ diagnosis on the corpus's mutants is an honest test. It only ever runs in the gr
 on calls the grader built (never on student objects).
 """
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from autograder.feedback.diagnosis.knobs import Knobs
 from autograder.testing.calls import Call
-
-
-@dataclass(frozen=True)
-class Knobs:
-    # scaled dot-product attention
-    scale: str = "sqrt_dk"        # sqrt_dk | none | dk | sqrt_dv | times_sqrt_dk (multiplied, not divided)
-    scores: str = "qk"            # qk: q k^T | kq: k q^T (transposed) | qq, kk: one of them used twice
-    softmax_dim: int = -1
-    mask_mode: str = "add"        # add | subtract | subtract_float (bool masks applied right) | zero_after_softmax
-    transpose_last_two: bool = True  # False: k.transpose(2, 3), 4-D only
-    float_mask: str = "added"     # added | ignored (only bool masks reach the scores)
-    # masks
-    bool_mask: str = "blocked"    # blocked (True = blocked) | inverted | ignored
-    blocked_value: float = float("-inf")
-    cast_float_mask: bool = True
-    causal: str = "future"        # future | future_and_diagonal | past | after_next (one future key let through) | none
-    padding: str = ">="           # >= | > | <
-    max_len: bool = True
-    padding_axis: str = "keys"    # keys | queries
-    merge_keeps_attn_mask: bool = True
-    merge_keeps_padding: bool = True
-    bool_helper: bool = False     # causal_mask and merge_masks built from bool masks by to_additive_mask
-    # heads
-    split: str = "heads"          # heads | no_transpose | interleaved | no_permute (B, L, h, d_k) |
-                                  # heads_first (h, B, L, d_k) | batch_positions (B and L read swapped)
-    merge: str = "heads"          # heads | no_transpose | features_positions (d_k and L swapped first)
-    # MultiHeadSelfAttention
-    qkv_order: str = "qkv"        # qkv | kqv | per_head
-    value_from: str = "v"         # v | q | k: the third projection replaced by another
-    qk_from: str = ""             # "": their own projections; "q" or "k": both q and k from that one
-    output_projection: str = "full"  # full | none | per_head (each head's own block of W^O only)
-    heads_used: int = 0           # 0: num_heads; else a hard-coded count
-    uses_key_padding: bool = True
-    uses_attn_mask: bool = True
-    average_weights: bool = False
-    # TransformerBlock
-    swap_norm_first: bool = False
-    layout: str = ""              # "": as norm_first says; "post" or "pre": that layout whatever it says
-    activation_used: str = ""     # "": as activation says; "relu" or "gelu": that one whatever it says
-    block_passes_masks: bool = True
-    sublayer_dropped: str = ""    # "attn" or "ff": that sublayer left out of the block
-    attn_residual: str = "input"  # input | normalized | none: what is added back around self-attention
-    ff_residual: str = "input"    # the same around the feed-forward network
-    residual_in: str = "post+pre"  # the layouts (norm_first False: post, True: pre) with that residual
-    shared_norm: str = ""         # "", "post", "pre", "post+pre": where one norm stands in for the other
-    shared_norm_used: str = "norm1"  # the norm used for both there
-    default_eps_in: str = ""      # the norms ("norm1", "norm2", "norm1+norm2") built without layer_norm_eps
-    gelu: str = "erf"             # erf | tanh
 
 
 def simulate(call: Call, knobs: Knobs) -> dict:
@@ -83,12 +35,16 @@ class _Model:
             return None
         if mask.dtype != torch.bool:
             return mask.to(dtype) if self.k.cast_float_mask else mask
+        if self.k.bool_mask == "plus_one":
+            return mask.to(dtype)
+        if self.k.bool_mask == "plus_one_float32":
+            return mask.float()
         blocked = {"blocked": mask, "inverted": ~mask, "ignored": torch.zeros_like(mask)}[self.k.bool_mask]
         return torch.zeros(mask.shape, dtype=dtype).masked_fill(blocked, self.k.blocked_value)
 
     def scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0, training=False):
         first, second = {"qk": (q, k), "kq": (k, q), "qq": (q, q), "kk": (k, k)}[self.k.scores]
-        keys = second.transpose(-2, -1) if self.k.transpose_last_two else second.transpose(2, 3)
+        keys = second.transpose(*self.k.transpose_dims)
         scale = {"sqrt_dk": math.sqrt(q.shape[-1]), "none": 1.0, "dk": float(q.shape[-1]),
                  "sqrt_dv": math.sqrt(v.shape[-1]), "times_sqrt_dk": 1 / math.sqrt(q.shape[-1])}[self.k.scale]
         scores = first @ keys / scale
@@ -110,7 +66,7 @@ class _Model:
         B, L, D = x.shape
         if self.k.split == "no_transpose":
             return x.reshape(B, num_heads, L, D // num_heads)
-        if self.k.split == "interleaved":
+        if self.k.split == "interleaved":  # head i holds features i, i + h, i + 2h, ...
             return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
         if self.k.split == "no_permute":
             return x.reshape(B, L, num_heads, D // num_heads)
@@ -126,6 +82,8 @@ class _Model:
         B, h, L, d_k = x.shape
         if self.k.merge == "no_transpose":
             return x.reshape(B, L, h * d_k)
+        if self.k.merge == "interleaved":
+            return x.permute(0, 2, 3, 1).reshape(B, L, h * d_k)
         if self.k.merge == "features_positions":
             return x.permute(0, 3, 1, 2).reshape(B, L, h * d_k)
         return x.permute(0, 2, 1, 3).reshape(B, L, h * d_k)
@@ -144,7 +102,8 @@ class _Model:
         width = int(lengths.max()) if max_len is None or not self.k.max_len else max_len
         pos = torch.arange(width)[None, :]
         n = lengths[:, None]
-        return {">=": pos >= n, ">": pos > n, "<": pos < n}[self.k.padding]
+        mask = {">=": pos >= n, ">": pos > n, "<": pos < n}[self.k.padding]
+        return mask.float() if self.k.padding_float else mask
 
     def merge_masks(self, attn_mask, key_padding_mask, dtype=torch.float32):
         if self.k.bool_helper:  # the union of the blocked positions, made additive once
@@ -157,7 +116,8 @@ class _Model:
         if key_padding_mask is None or not self.k.merge_keeps_padding:
             return merged
         keys = self.to_additive_mask(key_padding_mask, dtype)
-        keys = keys[:, None, None, :] if self.k.padding_axis == "keys" else keys[:, None, :, None]
+        keys = {"keys": lambda: keys[:, None, None, :], "queries": lambda: keys[:, None, :, None],
+                "keys_3d": lambda: keys[:, None, :]}[self.k.padding_axis]()
         if merged is None or not self.k.merge_keeps_attn_mask:
             return keys
         return merged + keys
@@ -201,6 +161,8 @@ class _Model:
         activation = self.k.activation_used or activation
         approximate = "tanh" if self.k.gelu == "tanh" else "none"
         act = F.relu if activation == "relu" else (lambda t: F.gelu(t, approximate=approximate))
+        if activation == "gelu" and self.k.gelu == "sigmoid":
+            act = lambda t: t * torch.sigmoid(1.702 * t)  # noqa: E731
         norm_first = bool(init.get("norm_first", False)) != self.k.swap_norm_first
         if self.k.layout:
             norm_first = self.k.layout == "pre"
@@ -209,8 +171,10 @@ class _Model:
         def norm(name, t):
             if ("pre" if norm_first else "post") in self.k.shared_norm:
                 name = self.k.shared_norm_used
-            return F.layer_norm(t, (d,), p[f"{name}.weight"], p[f"{name}.bias"],
-                                1e-5 if name in self.k.default_eps_in else eps)
+            if ("pre" if norm_first else "post") in self.k.norms_swapped:
+                name = {"norm1": "norm2", "norm2": "norm1"}[name]
+            weight, bias = (p[f"{name}.weight"], p[f"{name}.bias"]) if self.k.norm_affine else (None, None)
+            return F.layer_norm(t, (d,), weight, bias, 1e-5 if name in self.k.default_eps_in else eps)
 
         def attend(t):
             if self.k.sublayer_dropped == "attn":
@@ -229,13 +193,23 @@ class _Model:
                 return t
             return {"input": t, "normalized": normalized, "none": torch.zeros_like(t)}[kind]
 
-        if norm_first:
+        inputs = x
+        ff_on_input = ("pre" if norm_first else "post") in self.k.ff_on_input
+        inside = self.k.norm_on_sublayer_of if ("pre" if norm_first else "post") in self.k.norm_on_sublayer else ""
+        if "attn" in inside:
+            x = x + norm("norm1", attend(x))
+        elif norm_first:
             n1 = norm("norm1", x)
             x = residual(self.k.attn_residual, x, n1) + attend(n1)
-            n2 = norm("norm2", x)
+        else:
+            x = norm("norm1", residual(self.k.attn_residual, x, x) + attend(x))
+        ff_in = inputs if ff_on_input else x
+        if "ff" in inside:
+            return x + norm("norm2", feed_forward(ff_in))
+        if norm_first:
+            n2 = norm("norm2", ff_in)
             return residual(self.k.ff_residual, x, n2) + feed_forward(n2)
-        x = norm("norm1", residual(self.k.attn_residual, x, x) + attend(x))
-        return norm("norm2", residual(self.k.ff_residual, x, x) + feed_forward(x))
+        return norm("norm2", residual(self.k.ff_residual, x, x) + feed_forward(ff_in))
 
     # ---------------------------------------------------------------- carrying out a Call
 

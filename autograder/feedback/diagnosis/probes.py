@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from autograder.feedback.diagnosis import predictions
 from autograder.testing import oracles
 from autograder.testing.calls import Call
 from autograder.testing.oracles import F64, additive, causal_blocked, padding_blocked
@@ -157,11 +158,21 @@ class Observed:
 
 
 class Session:
-    """The submission behind a Backend, called at most once per distinct probe."""
+    """The submission behind a Backend, called at most once per distinct probe, and what known mistakes
+    predict for the same calls: `predict(call, knobs)`, by default the shipped table (predictions.py),
+    which raises predictions.Unpredicted for a call it lacks."""
 
-    def __init__(self, backend, probes=PROBES):
+    def __init__(self, backend, probes=PROBES, predict=None):
         self.backend, self.probes = backend, probes
-        self._seen = {}
+        self._predict = predict or predictions.shipped()
+        self._seen, self._predicted = {}, {}
+
+    def predicted(self, call: Call, knobs) -> dict:
+        """What a solution with `knobs` returns for `call`, looked up once (the call kept alive, so that
+        its id stays its own)."""
+        if (id(call), knobs) not in self._predicted:
+            self._predicted[id(call), knobs] = call, self._predict(call, knobs)
+        return self._predicted[id(call), knobs][1]
 
     def observe(self, key: str, call: Call) -> Observed:
         if key not in self._seen:

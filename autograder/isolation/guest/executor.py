@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import sys
+from collections import deque
 from sys import _getframe  # bound before any submission runs, as the lists below are
 from types import CodeType, FunctionType
 
@@ -252,6 +253,226 @@ def _note(used, what):
         used.append(what)
 
 
+# The shape trace: what a student reads under an error that a torch operation of theirs raised.
+SHAPE_TRACE_HEADER = "Shapes of your tensors up to the error (most recent last):"
+SHAPE_TRACE_ATTRIBUTE = "grader_shape_trace"  # where an exception carries its trace to the backend
+SHAPE_TRACE_LINES = 7    # operations shown: with the header and the error, within check's 12 lines
+SHAPE_TRACE_KEPT = 30    # operations remembered while a call runs (a ring: the oldest are dropped)
+SHAPE_ERRORS = (RuntimeError, ValueError, IndexError)  # torch's size, broadcast, view, dimension errors
+_OWN_FILE = _getframe(0).f_code.co_filename
+_STACK_WALK = 16  # frames from an operation up to the student's line that called it (torch's in between)
+_FAILED = object()
+_NAMES = {"__getitem__": "[]", "__setitem__": "[]="}
+
+
+class ShapeTrace(TorchFunctionMode):
+    """Remembers, while a student's call runs, each torch operation their own code calls: its name, its
+    tensor arguments' shapes (dtypes too where not floating point), its result's shape and the line of
+    the submission that called it (an operation torch's own code runs, inside nn.Linear say, counts for
+    the student's line that called into torch). Shapes only, never a tensor, in a ring of the last
+    SHAPE_TRACE_KEPT: some microseconds per operation, about what the monitor itself costs.
+
+    It sits on torch's function-mode stack *below* the ForbiddenApiMonitor, entered before it and left
+    after it: every operation reaches the monitor first, exactly as without the trace (the monitor's
+    caller frame, its canary and its module hook are unchanged), and then this mode, which only looks.
+    It holds nothing the monitor relies on, so a submission that reaches it can change only its own
+    trace. `explain` gives the text for an exception one of those operations raised (SHAPE_ERRORS), or a
+    shape that did not unpack in the student's code."""
+
+    def __init__(self, student_file):
+        super().__init__()
+        self._file = student_file if isinstance(student_file, str) else None
+        self.entries = deque(maxlen=SHAPE_TRACE_KEPT)
+        self._failed = None  # (id, type) of the exception the last failing operation raised
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        __tracebackhide__ = True
+        kwargs = kwargs or {}
+        frame = _student_frame(_getframe(1), self._file)
+        if frame is None:
+            return func(*args, **kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except Exception as err:
+            self._failed = (id(err), type(err))
+            self._note(frame, func, args, kwargs, _FAILED)
+            raise
+        self._note(frame, func, args, kwargs, result)
+        return result
+
+    def _note(self, frame, func, args, kwargs, result):
+        try:
+            arguments = [_describe(a) for a in args] + [(k, _describe(v)) for k, v in kwargs.items()
+                                                         if type(v) is torch.Tensor or type(v) is torch.nn.Parameter]
+            out = "error" if result is _FAILED else _describe(result, outputs=True)
+            if result is not _FAILED and _uninformative(arguments, out):
+                return
+            self.entries.append((frame.f_lineno, _function_name(frame), _op_name(func), arguments, out))
+        except Exception:  # noqa: BLE001 - the trace is a help: it never changes what a call does
+            pass
+
+    def explain(self, err) -> str:
+        """The trace to show under `err`, or "" when `err` is not a shape error it can speak to."""
+        if not self.entries:
+            return ""
+        # Exact built-in types only, read without running any code of the student's (a class of theirs
+        # could run some on isinstance, str or setattr, outside the monitor).
+        if not any(type(err) is kind for kind in SHAPE_ERRORS):
+            return ""
+        raised_by_op = self._failed is not None and self._failed[0] == id(err) and self._failed[1] is type(err)
+        unpacked = (type(err) is ValueError and len(err.args) == 1 and type(err.args[0]) is str
+                    and "values to unpack" in err.args[0] and err.__traceback__ is not None
+                    and _last_frame(err.__traceback__).f_code.co_filename == self._file)
+        if not (raised_by_op or unpacked):
+            return ""
+        file = os.path.basename(self._file)
+        shown = list(self.entries)[-SHAPE_TRACE_LINES:]
+        width = max(len(f"{file}:{entry[0]}") for entry in shown)
+        lines = [SHAPE_TRACE_HEADER]
+        for line, function, name, arguments, out in shown:
+            where = f"{file}:{line}".ljust(width)
+            lines.append(f"  {where}  {function}: {_call_text(name, arguments)} -> {_text(out)}"[:200])
+        return "\n".join(lines)
+
+    def attach(self, err) -> None:
+        """Give `err` its trace (SHAPE_TRACE_ATTRIBUTE), where it has one; the backend shows it."""
+        try:
+            text = self.explain(err)
+            if text:
+                setattr(err, SHAPE_TRACE_ATTRIBUTE, text)
+        except Exception:  # noqa: BLE001 - an exception that takes no attribute simply has no trace
+            pass
+
+
+def shape_trace_of(err) -> str:
+    """The shape trace ShapeTrace.attach gave `err`, or "" (read without running code of the student's)."""
+    if not any(type(err) is kind for kind in SHAPE_ERRORS):
+        return ""
+    text = vars(err).get(SHAPE_TRACE_ATTRIBUTE)
+    return text if type(text) is str else ""
+
+
+def _student_frame(frame, student):
+    """The submission's frame that called the operation (through torch's own code and this module's
+    modes), or None when the grader or another library called it."""
+    for _ in range(_STACK_WALK):
+        if frame is None:
+            return None
+        name = frame.f_code.co_filename
+        if name == student:
+            return frame
+        if name != _OWN_FILE and not name.startswith(TORCH_DIR):
+            return None
+        frame = frame.f_back
+    return None
+
+
+def _last_frame(tb):
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame
+
+
+def _function_name(frame) -> str:
+    """`split_heads`, `MultiHeadSelfAttention.forward`; a comprehension by the function around it."""
+    code = frame.f_code
+    for _ in range(3):
+        if not code.co_name.startswith("<") or frame.f_back is None or frame.f_back.f_code.co_filename != code.co_filename:
+            break
+        frame = frame.f_back
+        code = frame.f_code
+    qualified = getattr(code, "co_qualname", code.co_name)
+    return code.co_name if "<locals>" in qualified else qualified
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", None)
+    if name in ("__get__", "__set__"):  # a property of a tensor (x.T, x.mT)
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    if type(name) is not str:
+        return "?"
+    return _NAMES.get(name, name.strip("_") or name)
+
+
+def _describe(value, outputs=False, depth=0):
+    """What the trace keeps of an argument or a result: a plain tensor's (shape, dtype), plain small
+    values. Decided on the exact type, with no code of the value's own run (a class of the student's
+    could run some on isinstance, ==, len or indexing while the monitor above is off the stack)."""
+    kind = type(value)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        return (tuple(value.shape), value.dtype)
+    if depth == 0 and (kind is list or issubclass(kind, tuple)):  # a tuple: torch.Size, torch.return_types.max
+        items = list.__getitem__(value, slice(0, 5)) if kind is list else tuple.__getitem__(value, slice(0, 5))
+        described = [_describe(v, outputs, 1) for v in items]
+        return [*described, "..."] if (list.__len__(value) if kind is list else tuple.__len__(value)) > 5 else described
+    if outputs:
+        return None  # a result that is not a tensor (a size, a number): nothing to show
+    if value is None or value is Ellipsis or kind is bool or kind is int:
+        return value
+    if kind is slice:
+        return slice(*(v if v is None or type(v) is int else "?" for v in (value.start, value.stop, value.step)))
+    if kind is float:
+        return "float"  # a number, which may come from the test's data: its kind only
+    if kind is str:
+        return repr(value[:40])
+    if kind is torch.dtype:
+        return str(value).removeprefix("torch.")
+    if issubclass(kind, torch.Tensor):  # a subclass: its own code would run to read its shape
+        return "tensor"
+    return "..."
+
+
+def _uninformative(arguments, out) -> bool:
+    """No tensor came out, or one tensor in gave one tensor of the same shape and dtype out (x.float(),
+    softmax, dropout, a scaling): nothing about shapes to tell."""
+    if type(out) is not tuple:  # several results (a list), or none that is a tensor
+        return out is None or not any(type(o) is tuple for o in out)
+    tensor = None
+    for argument in arguments:
+        if type(argument) is tuple and type(argument[0]) is str:  # a keyword argument
+            argument = argument[1]
+        if type(argument) is tuple and type(argument[1]) is torch.dtype:
+            if tensor is not None:
+                return False
+            tensor = argument
+    return tensor == out
+
+
+def _is_tensor(described) -> bool:
+    return type(described) is tuple and len(described) == 2 and type(described[1]) is torch.dtype
+
+
+def _call_text(name, arguments) -> str:
+    dtypes = {a[1] for a in arguments if _is_tensor(a)}
+    shown = [_text(a, mixed=len(dtypes) > 1) for a in arguments]
+    if name in ("[]", "[]=") and shown:
+        index = arguments[1] if len(arguments) > 1 else None
+        inside = ", ".join(_index_text(i) for i in index) if type(index) is list else _index_text(index)
+        return f"{shown[0]}[{inside}]" + (f" = {shown[2]}" if name == "[]=" and len(shown) > 2 else "")
+    return f"{name}({', '.join(shown)})"
+
+
+def _text(described, mixed=False) -> str:
+    if _is_tensor(described):
+        shape, dtype = described
+        dims = f"({shape[0]},)" if len(shape) == 1 else str(shape)
+        return dims if dtype.is_floating_point and not mixed else f"{dims} {str(dtype).removeprefix('torch.')}"
+    if type(described) is list:
+        return f"({_text(described[0])},)" if len(described) == 1 else f"({', '.join(map(_text, described))})"
+    if type(described) is tuple and len(described) == 2 and type(described[0]) is str:  # a keyword argument
+        return f"{described[0]}={_text(described[1])}"
+    if type(described) is slice:
+        return _index_text(described)
+    return "..." if described is Ellipsis else str(described)
+
+
+def _index_text(index) -> str:
+    if type(index) is slice:
+        parts = ["" if v is None else str(v) for v in (index.start, index.stop, index.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+    return _text(index)
+
+
 def forbidden_submodules(module):
     return [f"{library_label(library_attention_class(type(m)))} at '{name or 'self'}'"
             for name, m in module.named_modules() if library_attention_class(type(m)) is not None]
@@ -263,8 +484,9 @@ def execute(submission, call: dict) -> dict:
     target = getattr(submission, call["target"], None)
     if target is None:
         raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
+    student_file = vars(submission).get("__file__")  # their frames' file (read from the dict: no student code runs)
     with standing_in(submission, call.get("stand_ins", ""), call["target"]):
-        return _execute(target, call)
+        return _execute(target, call, student_file)
 
 
 @contextlib.contextmanager
@@ -297,7 +519,7 @@ def standing_in(submission, source: str, target: str):
         namespace.update(saved)
 
 
-def _execute(target, call: dict) -> dict:
+def _execute(target, call: dict, student_file=None) -> dict:
     __tracebackhide__ = True
     args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
     result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
@@ -310,7 +532,7 @@ def _execute(target, call: dict) -> dict:
             __tracebackhide__ = True
             return target(**call["init"])
 
-        fn = _monitored(monitor, construct)
+        fn = _monitored(monitor, construct, ShapeTrace(student_file))
         if fn is _RAISED_AFTER_FORBIDDEN:
             return _with_findings(result, monitor)
         if call.get("dtype") is not None:
@@ -341,7 +563,7 @@ def _execute(target, call: dict) -> dict:
                 torch.autograd.backward(outputs, grads)
         return out
 
-    out = _monitored(monitor, forward_and_backward)
+    out = _monitored(monitor, forward_and_backward, ShapeTrace(student_file))
     if out is _RAISED_AFTER_FORBIDDEN:
         return _with_findings(result, monitor)
     result["output"] = out
@@ -364,17 +586,20 @@ def _with_findings(result: dict, monitor) -> dict:
 _RAISED_AFTER_FORBIDDEN = object()
 
 
-def _monitored(monitor, step):
+def _monitored(monitor, step, trace):
     """step()'s value, run under the monitor and followed by its canary; _RAISED_AFTER_FORBIDDEN when
     step raised after using a forbidden API, whose finding is then the reply: it is what the student
-    must read, not the error it led to (flex_attention under the grader's modes raises in torch.compile)."""
+    must read, not the error it led to (flex_attention under the grader's modes raises in torch.compile).
+    The shape trace (ShapeTrace) is entered first, so that the monitor is above it on torch's stack and
+    sees every operation first; an error step raised leaves with its trace attached."""
     __tracebackhide__ = True
     try:
-        with monitor:
+        with trace, monitor:
             value = step()
             monitor.check_canary()
-    except Exception:
+    except Exception as err:
         if not (monitor.used or monitor.silent):
+            trace.attach(err)
             raise
         return _RAISED_AFTER_FORBIDDEN
     return value

@@ -4,23 +4,23 @@
 q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
 out, weights = scaled_dot_product_attention(q, k, v)
 expected = oracles.sdpa_expected(q, k, v)
-_expect_close(weights, expected.weights, "weights of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
+_expect_weights(weights, expected.weights, "weights of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
 _expect_close(out, expected.output, "output of scaled_dot_product_attention(q (2,5,8), k (2,7,8), v (2,7,3))")
 _expect_close(weights.sum(-1), torch.ones(2, 5), "row sums of the weights")
 # A boolean mask: True blocks, and a blocked key gets a weight of exactly 0 (-inf before the softmax).
 blocked = oracles.random_blocked((5, 7), p=0.3)  # every query keeps at least one key
 out, weights = scaled_dot_product_attention(q, k, v, attn_mask=blocked)
-_expect_close(weights, oracles.sdpa_expected(q, k, v, blocked).weights, "weights with a bool mask (5, 7)")
+_expect_weights(weights, oracles.sdpa_expected(q, k, v, blocked).weights, "weights with a bool mask (5, 7)")
 assert bool((weights[:, blocked] == 0).all()), "keys a bool mask blocks (True) must get weight exactly 0"
 # Dropout only in training: with training=False the weights are not dropped, whatever dropout_p is.
 out, weights = scaled_dot_product_attention(q, k, v, attn_mask=blocked, dropout_p=0.5, training=False)
-_expect_close(weights, oracles.sdpa_expected(q, k, v, blocked).weights,
-              "weights with dropout_p=0.5 and training=False (dropout is off outside training)")
+_expect_weights(weights, oracles.sdpa_expected(q, k, v, blocked).weights,
+                "weights with dropout_p=0.5 and training=False (dropout is off outside training)")
 # float16: a mask filled with -1e9 or -1e6 overflows there; -inf does not.
 half = [t.half() for t in (q, k, v)]
 out, weights = scaled_dot_product_attention(*half, attn_mask=blocked)
-_expect_close(weights, oracles.sdpa_expected(*(t.float() for t in half), blocked).weights.half(),
-              "weights in float16 with a bool mask (fill with -inf, not -1e9)", atol=5e-3, rtol=5e-3)
+_expect_weights(weights, oracles.sdpa_expected(*(t.float() for t in half), blocked).weights.half(),
+                "weights in float16 with a bool mask (fill with -inf, not -1e9)", atol=5e-3, rtol=5e-3)
 _quick_check_passed("scaled_dot_product_attention")
 
 # %% hidden scaled_dot_product_attention
