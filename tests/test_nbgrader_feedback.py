@@ -113,7 +113,7 @@ def test_a_diagnosis_of_another_notebook_is_not_shown(feedback, tmp_path, monkey
     found = results.load(results_path(root, A, "buggy"))
     nb = nbformat.read(root / "autograded" / "buggy" / A / f"{A}.ipynb", as_version=4)
     submitted = root / "submitted" / "buggy" / A / f"{A}.ipynb"
-    assert likely_mistakes(nb, found, submitted) == {"test_sdpa_public_1": found.parts["sdpa"].diagnosis}
+    assert likely_mistakes(nb, found, submitted) == {"test_sdpa_public_1": found.parts["sdpa"]}
     resubmitted = tmp_path / f"{A}.ipynb"
     resubmitted.write_text(submitted.read_text() + "\n")
     assert likely_mistakes(nb, found, resubmitted) == {}

@@ -225,7 +225,8 @@ def _second(output):
 
 def _plain(value, shape=None) -> torch.Tensor | None:
     """`value` as a float64 CPU tensor when it is a plain floating tensor (of `shape`, when given)."""
-    if type(value) is not torch.Tensor or not value.is_floating_point():
+    if type(value) is not torch.Tensor or not value.is_floating_point() or value.device.type != "cpu" \
+            or value.layout != torch.strided:  # a meta or sparse result has no values to draw
         return None
     if shape is not None and tuple(value.shape) != tuple(shape):
         return None

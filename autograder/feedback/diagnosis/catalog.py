@@ -46,9 +46,12 @@ class Misconception:
 # ---------------------------------------------------------------- comparing what was seen with a prediction
 
 _TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-5)}
+
+
 def same(got, want) -> bool:
     if isinstance(want, torch.Tensor):
-        if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype:
+        if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype \
+                or got.device != want.device or got.layout != want.layout:  # a meta tensor holds no values
             return False
         if not want.is_floating_point():
             return torch.equal(got, want)

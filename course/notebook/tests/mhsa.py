@@ -5,7 +5,7 @@ state = _weights(16)
 mine = _load(MultiHeadSelfAttention(16, 4), state)
 x = torch.randn(2, 5, 16)
 expected = oracles.mha_expected(state, x, 4)
-out, weights = mine(x, need_weights=True)  # the weights first: where they differ, the cell shows them
+_, weights = mine(x, need_weights=True)  # the weights first: where they differ, the cell shows them
 _expect_weights(weights, expected.weights, "per-head weights (need_weights=True) against nn.MultiheadAttention")
 _expect_close(mine(x), expected.output, "MultiHeadSelfAttention(16, 4)(x (2,5,16)) against nn.MultiheadAttention")
 # In eval mode dropout is off: a module built with dropout=0.5 computes the same, with a causal mask too.
