@@ -43,11 +43,17 @@ SLOW_FILES = {
     "test_gradescope_container.py",
     # timing: whole timing sessions through the command line
     "test_timing_batch.py",
+    # a batch graded, reviewed and regraded through the command line (review decisions bound to files)
+    "test_review_binding.py",
 }
 
 # Single tests of otherwise quicker files that took 10 s or more each in one of the measured runs (a
 # whole grade, a batch, a limit waited out), as "file::function" (every parametrization of it).
 SLOW_TESTS = {
+    "test_sandbox_refusals.py::test_a_call_only_seccomp_refuses_is_named_in_the_failed_tests_message",
+    "test_sandbox_refusals.py::test_a_path_outside_landlocks_allowlist_is_named",
+    "test_sandbox_refusals.py::test_the_reference_still_gets_full_marks",
+    "test_attention_refusal.py::test_honest_use_of_pickle_gc_and_inspect_keeps_full_marks_and_is_not_held",
     "test_batch.py::test_a_killed_batch_resumes_without_recomputing_finished_grades",
     "test_carry_forward.py::test_every_route_charges_the_bug_once_alike",
     "test_carry_forward.py::test_an_upstream_bug_written_in_another_style_is_charged_once",

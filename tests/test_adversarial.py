@@ -166,7 +166,9 @@ def test_the_corpus_covers_the_brief():
 ATTENTION_ROUTES = ("deep_chain", "attrgetter_internals", "disable_torch_function", "disable_torch_dispatch",
                     "getattr_alias", "module_alias", "open_written_module", "forbidden_getattr",
                     "forbidden_torch_ops", "computed_private", "builtins_lookup", "thread_attention",
-                    "utf7_hidden_import", "disable_monitor", "interpreter_modules")
+                    "utf7_hidden_import", "disable_monitor", "interpreter_modules", "resolver_modes_off",
+                    "partial_modes_off", "mock_getter_module", "thread_resolver", "code_taken_at_import",
+                    "gc_undoes_refusal", "onnx_attention_resolver", "flex_math_gc")
 
 
 def test_no_route_to_a_library_attention_ends_without_a_finding_or_a_hold():

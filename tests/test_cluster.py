@@ -3,7 +3,8 @@
 The scheduler and workers are Dask's own commands in subprocesses (autograder.runners.cluster.LocalCluster),
 each in a process group of its own so that killing one takes its grader slot with it (as a machine
 that dies would); all of them are killed in teardown. The cluster's results must equal the local batch's, submission by submission and
-test by test, even though a worker is killed midway.
+test by test, even though a worker is killed midway; a submission over the local size limit is refused
+by the client, with its results file, and the others are graded.
 """
 import json
 import shutil
@@ -108,3 +109,34 @@ def test_cluster_mode_refuses_workers_without_the_sandbox(tmp_path):
     assert done.returncode == 2, output
     assert "cannot run the sandbox level" in output
     assert not list((tmp_path / "out").glob("*.json")), "nothing may be graded on an unsafe cluster"
+
+
+def test_an_oversized_folder_is_refused_by_the_client_and_the_others_are_graded(tmp_path, cluster):
+    """A folder whose mhsa.py is over the local route's limit (handin.MAX_SUBMISSION_BYTES) is never
+    read whole nor sent: its results file says why, as the local batch's does, and the batch goes on. A
+    folder holding a large file the grade never reads is graded, without sending that file."""
+    from autograder.core.handin import MAX_SUBMISSION_BYTES
+
+    folder = tmp_path / "subs"
+    reference = (REPO / "reference" / "mhsa.py").read_text()
+    for name in ("normal", "oversized", "with_data"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "mhsa.py").write_text(reference)
+    with open(folder / "oversized" / "mhsa.py", "a") as f:
+        f.write("#" * MAX_SUBMISSION_BYTES + "\n")
+    (folder / "with_data" / "weights.bin").write_bytes(bytes(3 * MAX_SUBMISSION_BYTES))
+
+    done = grade_batch(folder, tmp_path / "out", "--suite", "public", "--scheduler", cluster.address)
+    output = done.communicate(timeout=STARTUP_S + 600)[0]
+    assert done.returncode == 0, output
+    found = {path.stem: json.loads(path.read_text()) for path in (tmp_path / "out").glob("*.json")}
+    assert sorted(found) == ["normal", "oversized", "with_data"], output
+    for name in ("normal", "with_data"):
+        graded = found[name]
+        assert graded["extra_data"]["status"] == "graded" and graded["score"] == 90, graded["output"][:2000]
+    refused = found["oversized"]
+    assert refused["extra_data"]["status"] == "error" and refused["score"] == 0
+    assert (f"This submission could not be graded: {folder / 'oversized' / 'mhsa.py'}: "
+            f"{MAX_SUBMISSION_BYTES + len(reference) + 1:,} bytes is over the {MAX_SUBMISSION_BYTES:,} byte limit"
+            in refused["output"]), refused["output"]
+    assert "Traceback" not in output and (tmp_path / "out" / "grades.csv").read_text().count("\n") == 4

@@ -169,3 +169,28 @@ def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path)
     started = ctx._started
     ctx.close()
     assert started.proc.poll() is not None and not started.workdir.exists()
+
+
+def test_grade_piped_into_head_writes_its_results_and_exits_quietly(tmp_path):
+    """`grade X --results R | head -2`: the stubs' table (some 90 KB, more than a pipe holds) is cut
+    off when head leaves; R is written all the same, and the command ends without a traceback."""
+    out = tmp_path / "results.json"
+    stubs = REPO / "examples" / "submissions" / "stubs.py"
+    command = (f"{sys.executable} -m autograder grade {stubs} --suite public --isolation process --results {out}"
+               " | head -2; exit ${PIPESTATUS[0]}")
+    done = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout.startswith("stubs: 0 / 90 points") and len(done.stdout.splitlines()) == 2
+    written = results.load(out, graded_only=True)
+    assert written is not None, "no valid results file"
+    assert written.score == 0 and written.submission and len(written.tests) > 50
+
+
+def test_every_command_survives_its_output_closing_before_it_prints():
+    """The same for any command (cli.main's output): its reader gone before the first line."""
+    process = subprocess.Popen([sys.executable, "-m", "autograder", "rubric", "--describe"], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 0 and stderr == "", stderr

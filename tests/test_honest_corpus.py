@@ -41,6 +41,7 @@ def test_the_committed_corpus_is_what_its_script_writes():
 def test_the_corpus_has_every_habit_as_a_file_and_as_a_notebook():
     assert {"stdlib_imports.py", "future_annotations.py", "dataclasses_typing.py", "unused_plotting_imports.py",
             "print_at_import.py", "main_smoke_test.py", "repr_class_name.py", "manual_seed_at_import.py",
+            "stdlib_reflection.py", "set_num_threads.py",
             "all_habits.py", "nb_plot_cell.ipynb", "nb_magics.ipynb", "nb_scratch_prints.ipynb",
             "nb_all_habits.ipynb"} <= set(SUBMISSIONS)
     text = (HONEST / "nb_all_habits.ipynb").read_text()

@@ -1,6 +1,7 @@
 """Grades held for review: the run-time monitor's canary, the held status through the results model,
 the rubric's held_score, and the `review` command that releases or confirms a hold."""
 import csv
+import hashlib
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -83,7 +84,8 @@ def held_results(name: str, reasons=("line 9: reaches into torch._C, which the g
                            "isolation": "process",
                            "parts": {"sdpa": {"score": 12.0, "max_score": 20.0, "graded": True, "notes": []}},
                            "held": {"reasons": list(reasons), "parts": ["sdpa"], "withheld": True,
-                                    "released_score": 12.0, "confirmed_score": 0.0, "decision": None}}}
+                                    "released_score": 12.0, "confirmed_score": 0.0, "decision": None,
+                                    "sha256": hashlib.sha256(name.encode()).hexdigest()}}}
 
 
 def write(path, data):

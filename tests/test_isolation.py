@@ -3,6 +3,8 @@
 The reaper tests start autograder/isolation/guest/reaper.py on small commands (no torch, fast). The worker
 tests run one probe submission per level and ask it what it can see and do.
 """
+import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -302,6 +304,58 @@ def test_the_worker_reports_its_confinement(probe):
     assert any(line.startswith("landlock: ABI") for line in backend.confinement), backend.confinement
     assert any(line.startswith("capabilities: none") for line in backend.confinement), backend.confinement
     assert any(line.startswith("seccomp: an allowlist") for line in backend.confinement), backend.confinement
+
+
+MOUNT_TABLES = ("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts", "/proc/self/mountstats",
+                "/proc/thread-self/mountinfo", "/etc/mtab", "/proc/self/net/unix")
+
+
+def test_the_mount_table_is_unreadable_but_the_workers_own_entry_is_not(probe):
+    """The host's mounts (paths of its other folders) and sockets are out of reach, from C too; the
+    rest of the worker's own /proc entry, which the C library, confine.py and the timing clock read,
+    is not."""
+    backend, _, _ = probe
+    for path in MOUNT_TABLES:
+        assert backend.call("read", path).startswith("refused"), path
+        assert backend.call("confined", "read from C", path).startswith("refused"), path
+    for own in ("/proc/self/status", "/proc/self/maps", "/proc/self/stat", "/proc/self/uid_map",
+                "/proc/thread-self/schedstat"):  # the last, gpu_checks' CPU clock
+        assert backend.call("read", own).startswith("read: "), own
+
+
+def host_mount_lines() -> list:
+    """Each line of this machine's mount table without its two ids (a new mount namespace renumbers
+    them): what a worker that could read the table would show."""
+    with open("/proc/self/mountinfo") as f:
+        return [" ".join(line.split()[2:]) for line in f if line.strip()]
+
+
+def test_grade_at_the_process_level_shows_nothing_of_the_hosts_mounts(tmp_path):
+    """`grade --isolation process`, as a TA runs it, on the adversarial case whose sdpa raises with the
+    mount table when it can read it: full marks, and no line of the host's table in anything printed
+    or written."""
+    case = _adversarial_case("mount_table", base="reference")
+    source, results_file = tmp_path / "mount_table.py", tmp_path / "results.json"
+    source.write_text(case.source())
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(source), "--isolation", "process",
+                           "--suite", "public", "--results", str(results_file)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = results_file.read_text()
+    seen = done.stdout + done.stderr + written
+    assert "cheat: mount table refused" in written and "mount table read" not in seen, done.stdout[-3000:]
+    assert not [line for line in host_mount_lines() if line in seen]
+    data = json.loads(written)
+    assert data["score"] == data["extra_data"]["max_score"] > 0, done.stdout[-3000:]
+    assert data["extra_data"]["isolation"] == "process"
+
+
+def _adversarial_case(name, base):
+    """examples/adversarial/cases/<name>.py on its base, as tests/test_adversarial.py grades it."""
+    spec = importlib.util.spec_from_file_location("adversarial_build", REPO / "examples" / "adversarial" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Case(name, base, loses=(), message="", process=True)
 
 
 def live_children() -> list:

@@ -119,9 +119,9 @@ def through_flex_attention(q):
     return flex.flex_attention(q, q, q)
 
 
-def hooks_cleared_then_library(x):
+def hooks_cleared(x):
     torch.nn.modules.module._global_forward_pre_hooks.clear()
-    return _AT_IMPORT(x, x, x)[0]
+    return x
 '''
 
 
@@ -167,8 +167,10 @@ def test_every_route_into_a_library_attention_is_recorded_by_the_worker(routes, 
     assert recorded in str(raised.value)
 
 
-def test_a_derived_library_module_held_as_a_submodule_is_recorded(routes):
-    with pytest.raises(errors.ForbiddenApiError, match="MultiheadAttention at 'attention'"):
+def test_a_derived_library_module_held_as_a_submodule_is_refused_when_built(routes):
+    """Inside a grader's call the library module cannot even be constructed (refusal.py): the
+    submodule never exists, and the finding names the class."""
+    with pytest.raises(errors.ForbiddenApiError, match=f"{QUANTIZABLE}, which this assignment forbids"):
         routes.run(Call("HoldsADerivedOne", (X,), init={}))
 
 
@@ -181,10 +183,11 @@ def test_library_modules_run_at_import_cost_an_honest_call_nothing(routes):
 
 
 def test_cleared_module_hooks_silence_the_monitor_and_say_so(routes):
-    """Clearing torch's global hook table hides the library module from the hook: the canary notices,
-    and the grader holds the grade for a person (grading.run_suites, on errors.MonitorSilent)."""
+    """Clearing torch's global hook table would hide a library module from the hook (one the grader
+    did not refuse): the canary notices, and the grader holds the grade for a person
+    (grading.run_suites, on errors.MonitorSilent)."""
     with pytest.raises(errors.MonitorSilent, match=MONITOR_SILENT):
-        routes.run(Call("hooks_cleared_then_library", (X,)))
+        routes.run(Call("hooks_cleared", (X,)))
     assert routes.run(Call("MultiHeadSelfAttention", (torch.randn(2, 5, 8),),
                            init={"d_model": 8, "num_heads": 2})).forbidden == [], "the next call is watched again"
 

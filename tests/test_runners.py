@@ -1,11 +1,13 @@
-"""The runner layer: the grade options and their argv form, the grader's one file list, and the
-gradebook's isolated pass through grader slots (with the batch's time limit and failure results).
+"""The runner layer: the grade options and their argv form, the grader's one file list, what a cluster's
+client sends of a submission, and the gradebook's isolated pass through grader slots (with the batch's
+time limit and failure results).
 
 The batch's own outcomes (timeout, crash, error) are tests/test_batch.py's; `grade`'s backstop is
 tests/test_grading.py's. Here a stand-in speaks the slot's protocol, so nothing grades for real.
 """
 import argparse
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -13,6 +15,10 @@ from argparse import Namespace
 from dataclasses import fields, replace
 from pathlib import Path
 
+import pytest
+
+from autograder.core.handin import MAX_SUBMISSION_BYTES, GradingError
+from autograder.intake import route
 from autograder.runners import gradebook
 from autograder.core import paths
 from autograder.core import rubric as rubric_file
@@ -121,3 +127,36 @@ def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):
         "the isolated grade ended with error: This submission could not be graded: no mhsa.py"
     assert gradebook.failure_reason("crashed", None) == "the isolated grade ended with crashed: no results file"
     assert json.loads(target.read_text())["extra_data"]["max_score"] == 0
+
+
+def test_the_cluster_sends_what_a_grade_reads_within_the_local_limit(tmp_path):
+    """cluster.pack: a folder's files travel read as the local route reads them, bounded by its limit;
+    an oversized mhsa.py is refused without being read (a sparse 64 GB file here), a file no grade
+    reads is not sent, and the folder rebuilt on a worker routes exactly as the original does."""
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    with open(huge / "mhsa.py", "wb") as f:
+        f.truncate(64 << 30)
+    with pytest.raises(GradingError, match=f"over the {MAX_SUBMISSION_BYTES:,} byte limit"):
+        cluster.pack(huge)
+
+    work = tmp_path / "alice" / "assignment"
+    work.mkdir(parents=True)
+    (work / "mhsa.py").write_text((paths.REPO / "assignment" / "mhsa.py").read_text())  # the stub: notebooks weighed
+    (work / "knowledge.py").write_text("Q1 = 'b'\n")
+    notebook = (paths.REPO / "assignment" / "mhsa.ipynb").read_text()
+    for i in range(route.NOTEBOOKS_WEIGHED + 2):
+        (work / f"copy{i}.ipynb").write_text(notebook)
+    (work / "weights.bin").write_bytes(bytes(1 << 20))
+    os.mkfifo(work / "pipe.py")  # read by nothing: a FIFO would block a reader that tried
+    kind, files = cluster.pack(tmp_path / "alice")
+    assert kind == "folder"
+    assert sorted(files) == ["assignment/copy0.ipynb", "assignment/copy1.ipynb", "assignment/copy2.ipynb",
+                             "assignment/copy3.ipynb", "assignment/copy4.ipynb", "assignment/knowledge.py",
+                             "assignment/mhsa.py"]
+    assert files["assignment/copy3.ipynb"] == files["assignment/copy4.ipynb"] == b"", "only counted by the route"
+    rebuilt = cluster.unpack("alice", kind, files, tmp_path / "worker")
+    original, remote = route.pick(tmp_path / "alice"), route.pick(rebuilt)
+    assert remote.path.relative_to(rebuilt) == original.path.relative_to(tmp_path / "alice")
+    assert "2 more notebook(s)" in original.note
+    assert remote.note.replace(str(rebuilt), "ALICE") == original.note.replace(str(tmp_path / "alice"), "ALICE")

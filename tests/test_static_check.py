@@ -63,8 +63,6 @@ def test_the_scan_and_the_run_time_monitor_forbid_the_same_names():
 @pytest.mark.parametrize("snippet, fragment", [
     ("import torch\ndef f(x):\n    return torch.ops.aten.mm(x, x)\n", "torch.ops"),
     ("import sys\ndef f():\n    return sys.modules['executor']\n", "sys.modules"),
-    ("import gc\ndef f(x):\n    return gc.get_referrers(x)\n", "gc.get_referrers"),
-    ("from gc import get_objects\n", "gc.get_objects"),
     ("def f():\n    return __import__('os')\n", "__import__"),
     ("import importlib\n", "importlib"),
     ("import ctypes\n", "ctypes"),
@@ -104,14 +102,10 @@ def test_the_scan_and_the_run_time_monitor_forbid_the_same_names():
      "writes a file"),
     ("open('helper.py', 'w').write('x = 1')\n__path__ = ['.']\n", "writes a file"),
     ("def f():\n    exec('x = 1')\n", "exec"),
-    ("import pickle\n", "pickle"),
     ("x = globals()['F']\n", "globals"),
     # code that never appears in the source: routes an outside tester found through allowed modules
     ("import torch\nunit = torch.jit.CompilationUnit('def f(x):\\n    return x')\n", "torch.jit"),
     ("import torch\nf = torch.jit.load(buffer)\n", "torch.jit"),
-    ("import io, numpy\nfused = numpy.load(io.BytesIO(blob), allow_pickle=True)\n", "allow_pickle"),
-    ("import torch\nstate = torch.load(path, weights_only=flag)\n", "weights_only"),
-    ("import torch\nloads = torch.serialization.pickle.loads\n", "pickle"),
     ("import typing\nhints = typing.get_type_hints(f)\n", "get_type_hints"),
     ("import timeit\ntimeit.timeit('x = 1')\n", "code in a string"),
     ("import timeit\ntimeit.Timer(stmt='f()' + extra)\n", "code in a string"),
@@ -154,6 +148,12 @@ def test_what_the_grader_cannot_decide_is_held_for_review(snippet, fragment):
     "import torch\nfrom pathlib import Path\nPath('shapes.txt').write_text('ok')\ntorch.save({}, 'w.pt')\n",
     "import gc\nimport torch\ngc.collect()\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\n",
     "import numpy as np\nimport torch\nx = np.load('a.npy', allow_pickle=False)\nw = torch.load('w.pt', weights_only=True)\n",
+    # The standard library's own reflection and storage, held before the worker refused library
+    # attention at run time: saving weights with pickle, counting live tensors, listing members.
+    "import pickle\nimport torch\nblob = pickle.dumps({'w': torch.zeros(2)})\nback = pickle.loads(blob)\n",
+    "import gc\nimport torch\nlive = sum(torch.is_tensor(o) for o in gc.get_objects())\n",
+    "import inspect\nimport torch\nmethods = inspect.getmembers(torch.nn.Linear, inspect.isfunction)\n",
+    "import torch\nstate = torch.load('w.pt', weights_only=False)\n",
 ])
 def test_honest_habits_are_neither_refused_nor_held(snippet):
     assert scan(snippet) == []

@@ -1,6 +1,8 @@
 """`python -m autograder COMMAND`: each command lives in its own module with add_parser and run."""
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 
 from autograder.core import paths
@@ -47,7 +49,54 @@ def main(argv=None) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    return modules[args.command].run(args)
+    with output_may_close():
+        return modules[args.command].run(args)
+
+
+class ClosedOutputProof:
+    """sys.stdout that survives its reader going away (`grade ... | head -2`): from the first write
+    that finds the pipe closed, what is printed goes to /dev/null, and the command carries on, so
+    that every file it writes (results, grades.csv, the report) is written, and it ends with its own
+    status and no traceback, where Python would otherwise stop at that print with BrokenPipeError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())  # what the stream still buffers is flushed there too
+        os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def output_may_close():
+    stream = sys.stdout
+    sys.stdout = ClosedOutputProof(stream)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stream
 
 
 def missing_extra(command: str) -> str | None:

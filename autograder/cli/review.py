@@ -5,18 +5,17 @@
     python -m autograder review grades/ --confirm bob --note "uses torch._C to reach the fused kernel"
 
 A decision rewrites the student's results file and grades.csv through the one results model
-(results.decide), and is recorded in GRADES/records/reviews.json with the reasons it was taken on, so
-that a rerun of the batch (`--force`) applies it again to the same hold; a changed submission whose
-hold has other reasons is held again, for a new look.
+(results.decide), and is recorded in GRADES/records/reviews.json with the reasons it was taken on and
+the sha256 of the files graded, so that a rerun of the batch (`--force`) applies it again to a hold of
+the same files for the same reasons only; a changed file is held again, for a new look, with a line
+saying the earlier decision was not carried (record/reviews.py).
 """
 from pathlib import Path
 
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import RUBRIC_FILE
 from autograder.record import results
-from autograder.record.reviews import held, record
-
-DONE = {"release": "released", "confirm": "confirmed"}
+from autograder.record.reviews import DONE, held, record, short
 
 
 def add_parser(subparsers):
@@ -49,8 +48,9 @@ def run(args) -> int:
         print(err)
         return 2
     rewrite_csv(out, rubric)
-    print(f"{results.printable(name)}: {DONE[decision]} after review; score {decided.score:g} / "
-          f"{decided.max_score or 0:g}; {out / results.GRADES_CSV} rewritten")
+    print(f"{results.printable(name)}: {DONE[decision]} after review, bound to the files graded "
+          f"({short(decided.held.sha256)}); score {decided.score:g} / {decided.max_score or 0:g}; "
+          f"{out / results.GRADES_CSV} rewritten")
     return 0
 
 
@@ -63,8 +63,10 @@ def listing(out: Path) -> str:
         hold = found.held
         state = DONE.get(hold.decision, "HELD")
         lines += [f"{results.printable(name)}: {state}; released {hold.released_score:g}, "
-                  f"confirmed {hold.confirmed_score:g} (parts at stake: {', '.join(hold.parts)})",
-                  *(f"    {reason}" for reason in hold.reasons)]
+                  f"confirmed {hold.confirmed_score:g} (parts at stake: {', '.join(hold.parts)}); "
+                  f"files {short(hold.sha256)}",
+                  *(f"    {reason}" for reason in hold.reasons),
+                  *([f"    {hold.not_carried}"] if hold.not_carried else [])]
     undecided = sum(1 for found in entries.values() if not found.held.decision)
     lines.append(f"\n{undecided} of {len(entries)} still to review: "
                  f"python -m autograder review {out} --release NAME | --confirm NAME [--note TEXT]")

@@ -36,7 +36,7 @@ STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
     "isolation/__init__", "isolation/host/__init__", "isolation/host/levels", "isolation/host/cuda_binds",
     "isolation/host/worker",
     "isolation/guest/__init__", "isolation/guest/confine", "isolation/guest/executor", "isolation/guest/reaper",
-    "isolation/guest/wire", "isolation/guest/worker_main",
+    "isolation/guest/wire", "isolation/guest/worker_main", "isolation/guest/refusal",
     "intake/__init__", "intake/submission", "intake/notebook", "intake/route", "intake/knowledge",
     "testing/__init__", "testing/backends", "testing/calls", "testing/compare", "testing/checks", "testing/oracles",
     "testing/pytest_plugin",

@@ -38,14 +38,12 @@ def pick(path: Path) -> Route:
         if not path.exists():
             raise GradingError(f"{clean_name(path)}: no such file or folder")
         return Route(path, None)
-    refuse_link(path / "assignment")  # a linked folder would lead anywhere
-    inner = path / "assignment"
-    folder = inner if inner.is_dir() and (_regular(inner / "mhsa.py") or _notebooks(inner)) else path
+    folder = work_folder(path)
     refuse_link(folder / "mhsa.py")  # said, not skipped: the student may think it is graded
     # Any mhsa.py that is not a folder is the work, a FIFO or a device too: reading it
     # (handin.read_regular) refuses it and says why, where skipping it would say it is missing.
     module = folder / "mhsa.py" if (folder / "mhsa.py").exists() and not (folder / "mhsa.py").is_dir() else None
-    notebooks = _notebooks(folder)
+    notebooks = folder_notebooks(folder)
     knowledge = folder / "knowledge.py"
     if module is None:
         if not notebooks:
@@ -63,6 +61,14 @@ def pick(path: Path) -> Route:
     return Route(module, knowledge, f"graded: {clean_name(module)}; your notebook {clean_name(filled[0])} also holds "
                                     "code, and when both do, mhsa.py is the one graded (see 'How to submit' in the "
                                     f"handout){skipped}")
+
+
+def work_folder(path: Path) -> Path:
+    """The folder of the folder `path` that holds the work: its assignment/ when that holds mhsa.py or a
+    notebook, else `path` itself."""
+    refuse_link(path / "assignment")  # a linked folder would lead anywhere
+    inner = path / "assignment"
+    return inner if inner.is_dir() and (_regular(inner / "mhsa.py") or folder_notebooks(inner)) else path
 
 
 def notebook_source(path: Path) -> str:
@@ -99,7 +105,8 @@ def _names_not_implemented(exc) -> bool:
     return isinstance(target, ast.Name) and target.id == "NotImplementedError"
 
 
-def _notebooks(folder: Path) -> list:
+def folder_notebooks(folder: Path) -> list:
+    """The notebooks of `folder` the route considers, in its order: mhsa.ipynb first, then by name."""
     found = [p for p in folder.glob("*.ipynb") if _regular(p)]
     return sorted(found, key=lambda p: (p.name != PREFERRED_NOTEBOOK, p.name))
 

@@ -8,7 +8,7 @@ does: autograder/isolation/guest/confine.py). It gives two kinds of finding:
     aten sdpa variant ...). It zeroes the part that uses it, with the reason.
   - "review": something the grader cannot decide, so a person must: dynamic reach into private or
     dispatch internals (torch._C, torch.ops, torch.library/hub/package, the switches that turn
-    torch's function and dispatch modes off, ctypes, importlib, pickle, sys.modules, frames,
+    torch's function and dispatch modes off, ctypes, importlib, marshal, sys.modules, frames,
     __dict__/__globals__/__subclasses__), an attribute name computed at run time (getattr,
     operator.attrgetter, an alias of either), code built at run time (exec, eval, compile, a file
     written and then imported), a coding line or bytes that are not UTF-8, and a file the scan cannot
@@ -16,7 +16,9 @@ does: autograder/isolation/guest/confine.py). It gives two kinds of finding:
     and never silently full.
 
 Imports are not a rule: any module may be imported, and none costs points by itself; only the
-modules whose purpose is dynamic reach (ctypes, importlib, pickle ...) hold a grade. The scan fails
+modules whose purpose is dynamic reach (ctypes, importlib, marshal ...) hold a grade; honest use of
+pickle (saving weights), gc and inspect's member listings is not held: the worker's run-time refusal
+of library attention (autograder/isolation/guest/refusal.py) decides what they could have reached. The scan fails
 closed: an exception inside it is a "review" finding, never "no findings".
 
 What honest code does stays clean: a computed getattr checked against literal names first, a module
@@ -62,31 +64,28 @@ INTERNALS = {"_C": "torch._C", "ops": "torch.ops", "_ops": "torch._ops", "aten":
              "_dynamo": "torch._dynamo", "_decomp": "torch._decomp", "_refs": "torch._refs",
              "_prims": "torch._prims",
              # Code that never appears in the source: compiled from a string or loaded from bytes
-             # (TorchScript runs below the monitor's modes), unpickled (a pickle returns any object),
-             # or evaluated from an annotation string.
+             # (TorchScript runs below the monitor's modes), or evaluated from an annotation string.
+             # (An unpickling is not held: what it could return, a library attention, the worker
+             # refuses at run time; see autograder/isolation/guest/refusal.py.)
              "jit": "torch.jit", "CompilationUnit": "torch.jit.CompilationUnit",
-             "pickle": "pickle", "_pickle": "pickle", "cPickle": "pickle", "Unpickler": "pickle",
              "marshal": "marshal", "get_type_hints": "typing.get_type_hints", "ForwardRef": "typing.ForwardRef",
              "_eval_type": "typing._eval_type", "get_annotations": "inspect.get_annotations",
              "importlib": "importlib", "builtins": "builtins"}
-# Keyword arguments that let a loader run a pickle: numpy.load(allow_pickle=True), torch.load(weights_only=False).
-PICKLE_KEYWORDS = {"allow_pickle": True, "weights_only": False}
 # ... and of these modules only (`sys.modules`; `self.modules()` and `torch.stack` are ordinary).
-# gc reaches every live object through these; `gc.collect()`, a common notebook habit, reaches nothing.
+# Frames reach the grader's running code (the worker's call loop below the submission's frames).
+# gc's object walks and inspect's member listings are not held: what they could reach to switch the
+# run-time check off, the worker checks after every call (refusal.Refusal.evidence).
 MODULE_INTERNALS = {"sys": {"modules", "meta_path", "path_hooks", "settrace", "setprofile"},
-                    "gc": {"get_objects", "get_referrers", "get_referents", "garbage", "callbacks"},
-                    "inspect": {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getattr_static",
-                                "getmembers", "getmembers_static"}}
+                    "inspect": {"currentframe", "stack", "getouterframes", "getinnerframes", "trace"}}
 # What switches torch's function and dispatch modes off, or installs one: the run-time monitor is a
 # pair of such modes (DisableTorchFunction, _DisableTorchDispatch, _disable_current_modes, _pop_mode ...).
 MODE_SWITCHES = re.compile(r"Disable|_disable_current_modes|_pop_mode|_push_mode|_set_torch_function_mode"
                            r"|torch_function|torch_dispatch|TorchFunction|TorchDispatch|DispatchKey|DispatchMode"
                            r"|_AutoDispatch|python_dispatch|_mode_stack")
 # Modules whose purpose is dynamic reach into the interpreter or running code of another origin.
-REACH_MODULES = {"ctypes", "_ctypes", "cffi", "importlib", "imp", "_imp", "zipimport", "marshal", "pickle",
-                 "_pickle", "dill", "cloudpickle", "runpy", "code", "codeop", "builtins", "__main__",
-                 "executor", "worker_main", "shelve", "copyreg", "pydoc", "pkgutil", "doctest", "pdb", "bdb",
-                 "cProfile", "profile", "trace"}
+REACH_MODULES = {"ctypes", "_ctypes", "cffi", "importlib", "imp", "_imp", "zipimport", "marshal", "runpy", "code",
+                 "codeop", "builtins", "__main__", "executor", "worker_main", "refusal", "copyreg", "pydoc",
+                 "pkgutil", "doctest", "pdb", "bdb", "cProfile", "profile", "trace"}
 # Built-in names that run code or reach namespaces by name.
 REACH_NAMES = {"__import__", "exec", "eval", "compile", "__builtins__", "__loader__", "__spec__", "vars", "globals",
                "locals", "breakpoint"}
@@ -299,10 +298,6 @@ def _call(node, modules, parents) -> tuple | None:
             if found:
                 return found
             module = None
-    for keyword in node.keywords:
-        if keyword.arg in PICKLE_KEYWORDS and not (isinstance(keyword.value, ast.Constant)
-                                                   and keyword.value.value != PICKLE_KEYWORDS[keyword.arg]):
-            return f"loads with {keyword.arg}={ast.unparse(keyword.value)}, which runs a pickle", REVIEW
     if name in ("timeit", "repeat", "Timer") and any(
             not isinstance(a, (ast.Lambda, ast.Name, ast.Attribute)) for a in
             [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("stmt", "setup"))]):

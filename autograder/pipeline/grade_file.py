@@ -147,7 +147,8 @@ def stale_because(kept: dict, now: dict) -> list:
 
 def submission_digest(path: Path) -> str:
     """The bytes of a submission: its file, or every file of its folder with its place in it (links
-    are never followed, as a grade never follows one)."""
+    are never followed, as a grade never follows one), as a whole sha256 (hex): a review decision is
+    bound to it (record/reviews.py), so a shortened one would let two files made to collide share one."""
     import hashlib
 
     path = Path(path)
@@ -163,7 +164,7 @@ def submission_digest(path: Path) -> str:
         with file.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
 
 
 def _digest(text: str) -> str:
@@ -272,10 +273,10 @@ def grade_one(path: Path, results_file: Path | None, options: GradeOptions, rubr
             watchdog.cancel()
     finishing.acquire()  # held by a watchdog that fired: it writes the timeout and ends the process
     grade = replace(grade, produced_by=produced_by)
+    if results_file:  # before anything is printed: whatever becomes of the output, the results are there
+        results.write(results_file, results.of_grade(grade, rubric))
     if show:
         print(results.table(grade, rubric))
-    if results_file:
-        results.write(results_file, results.of_grade(grade, rubric))
-        if show:
+        if results_file:
             print(f"\nresults written to {results_file}")
     return code

@@ -61,7 +61,9 @@ class PartRecord:
 @dataclass(frozen=True)
 class Hold:
     """extra_data["held"]: why a person reviews the grade, the parts at stake, the total each decision
-    gives, and the decision taken (None until one is)."""
+    gives, the decision taken (None until one is), the sha256 of the files graded (what a decision is
+    bound to: grade_file.submission_digest) and, when a decision taken on other files or other reasons
+    was not carried to this grade, why (record/reviews.py)."""
     reasons: tuple
     parts: tuple
     withheld: bool
@@ -69,6 +71,8 @@ class Hold:
     confirmed_score: float
     decision: str | None = None
     note: str = ""
+    sha256: str = ""
+    not_carried: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,8 @@ def _hold(held: dict) -> Hold:
                 withheld=bool(held.get("withheld")), released_score=_number(held.get("released_score")) or 0.0,
                 confirmed_score=_number(held.get("confirmed_score")) or 0.0,
                 decision=held.get("decision") if held.get("decision") in REVIEW_DECISIONS else None,
-                note=_text(held.get("note")))
+                note=_text(held.get("note")), sha256=_text(held.get("sha256")),
+                not_carried=_text(held.get("not_carried")))
 
 
 LIKELY_MISTAKE = "Likely mistake: "  # how every view of a grade introduces a part's diagnosis
@@ -610,11 +615,12 @@ REVIEW_DECISIONS = ("release", "confirm")
 
 
 def held_record(grade: Grade) -> dict:
-    """extra_data["held"]: why, which parts, and the total each review decision gives."""
+    """extra_data["held"]: why, which parts, the total each review decision gives, and the sha256 of
+    the files graded (graded_with's submission), to which a decision on this hold is bound."""
     return {"reasons": sorted({printable(r) for reasons in grade.held.values() for r in reasons}),
             "parts": list(grade.held), "withheld": grade.withheld,
             "released_score": points(grade.earned_units), "confirmed_score": points(grade.confirmed_units),
-            "decision": None}
+            "decision": None, "sha256": grade.produced_by.get("submission", "")}
 
 
 def held_lines(grade: Grade) -> list:
@@ -636,7 +642,17 @@ def review_cell(results: Results) -> str:
         return ""
     state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.decision,
                                                                                          "held for review")
-    return f"{state}: " + "; ".join(held.reasons)
+    return f"{state}: " + "; ".join([*held.reasons, *([held.not_carried] if held.not_carried else [])])
+
+
+def hold_not_carried(results: Results, why: str) -> Results:
+    """A held results.json that says why a recorded review decision was not applied to it (the files
+    or the reasons differ from those it was taken on: record/reviews.py). Pure: new results out."""
+    data = results.data
+    held = data["extra_data"].get("held")
+    if not held:
+        raise ValueError("this grade is not held for review")
+    return Results.of({**data, "extra_data": {**data["extra_data"], "held": {**held, "not_carried": printable(why)}}})
 
 
 def decide(results: Results, decision: str, note: str = "") -> Results:
@@ -657,7 +673,8 @@ def decide(results: Results, decision: str, note: str = "") -> Results:
                "Reviewed: the hold is confirmed; the parts it concerns (" + ", ".join(held["parts"]) + ") score 0.")
     parts = earned_parts if decision == "release" else {
         name: {**part, "score": 0.0} if name in held["parts"] else part for name, part in earned_parts.items()}
-    record = {**held, "decision": decision, "note": printable(note), "earned_parts": earned_parts,
+    record = {**{k: v for k, v in held.items() if k != "not_carried"},  # decided on these files now
+              "decision": decision, "note": printable(note), "earned_parts": earned_parts,
               "held_output": held_output}
     output = "\n".join(filter(None, [held_output, verdict, f"Reviewer's note: {printable(note)}" if note else ""]))
     return Results.of({**data, "score": score, "output": output,

@@ -84,9 +84,13 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
               "to grade the rest (finished grades are kept)")
         return 130
     progress.close()
-    reviews.reapply(out, [s.name for s in todo])  # a decision taken on a hold survives a rerun (--force)
+    # A decision taken on a hold survives a rerun (--force) of the same files held for the same reasons;
+    # any other hold of the name stays held, and says why the decision was not carried.
+    reviews.reapply(out, [s.name for s in todo])
     table = results.write_grades_csv(out, [s.name for s in submissions], rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
+    for name, why in reviews.not_carried(out, [s.name for s in todo]).items():
+        print(f"{clean_name(name)}: held again; {why}")
     return 0
 
 

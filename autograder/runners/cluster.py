@@ -2,11 +2,13 @@
 
 The scheduler and workers are Dask's own (`dask scheduler`, `dask worker`, or dask-jobqueue on
 Slurm/PBS/SGE), started by course staff from a checkout of this repository; docs/autograder.md shows
-how, with TLS. This module is the client: it sends each submission's bytes with its task, and writes
-each result atomically into OUT exactly as the local batch does (resume, --force and grades.csv are
-the batch's). On a worker the task grades through a grader slot of that worker (autograder/runners/slot.py),
-so a submission still gets a fresh sandboxed worker process of its own and the whole-submission time
-limit; a slot that dies or hangs gives the same "crashed"/"timeout" result as on one machine.
+how, with TLS. This module is the client: it sends each submission's bytes with its task (the files a
+grade reads, each within the local route's size limit: one over it refuses that submission with a
+results file that says why), and writes each result atomically into OUT exactly as the local batch
+does (resume, --force and grades.csv are the batch's). On a worker the task grades through a grader
+slot of that worker (autograder/runners/slot.py), so a submission still gets a fresh sandboxed worker
+process of its own and the whole-submission time limit; a slot that dies or hangs gives the same
+"crashed"/"timeout" result as on one machine.
 
 A Dask worker runs whatever function a client sends it, so student code must never reach the
 cluster's network: the client refuses to grade unless every worker has the sandbox level (no
@@ -28,7 +30,11 @@ import uuid
 from pathlib import Path
 
 from autograder.core import paths
+from autograder.core.errors import clean_name
+from autograder.core.handin import GradingError, read_regular, refuse_link
+from autograder.intake import route
 from autograder.isolation.host.levels import resolve
+from autograder.pipeline.context import SUITE_CHOICES
 from autograder.pipeline.grade_file import GradeOptions, graded_with, write_failure
 from autograder.record import results
 from autograder.runners.slot import SLOT_COMMAND, Slot, Submission, grade_in_slot
@@ -87,15 +93,28 @@ def _allow_failures(count: int, dask_scheduler=None) -> None:
 
 
 def pack(path: Path) -> tuple[str, dict]:
-    """A submission as bytes to travel with its task: (kind, {relative path: bytes}); links left out."""
-    if path.is_file():
-        return "file", {path.name: path.read_bytes()}
-    return "folder", {str(p.relative_to(path)): p.read_bytes()
-                      for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()}
+    """A submission as bytes to travel with its task: (kind, {relative path: bytes}). Of a folder only
+    what a grade reads travels (intake/route.py: of the folder that holds the work, mhsa.py,
+    knowledge.py and the notebooks, those past the ones the route reads, which it only counts, empty),
+    each read as the local route reads it (handin.read_regular: no link, a regular file, at most
+    MAX_SUBMISSION_BYTES), so no submission costs this process more than a few files of that size. A
+    file that reader refuses, an oversized one above all, refuses the submission (GradingError)."""
+    if not path.is_dir():
+        return "file", {path.name: read_regular(path)}
+    folder = route.work_folder(path)
+    refuse_link(folder / "mhsa.py")
+    files = {}
+    for file in (folder / "mhsa.py", folder / "knowledge.py"):
+        if os.path.lexists(file) and not file.is_dir():  # a folder named mhsa.py is no module, to the route too
+            files[str(file.relative_to(path))] = read_regular(file)
+    for i, notebook in enumerate(route.folder_notebooks(folder)):
+        files[str(notebook.relative_to(path))] = read_regular(notebook) if i < route.NOTEBOOKS_WEIGHED else b""
+    return "folder", files
 
 
 def unpack(name: str, kind: str, files: dict, into: Path) -> Path:
     root = into if kind == "file" else into / name
+    root.mkdir(parents=True, exist_ok=True)  # a folder with nothing to grade stays a folder
     for relative, data in files.items():
         target = (root / relative).resolve()
         if not target.is_relative_to(root.resolve()):
@@ -159,7 +178,16 @@ def grade_all(address: str, todo: list, out: Path, options: GradeOptions, rubric
         client.run_on_scheduler(_allow_failures, ALLOWED_FAILURES)
         futures = {}
         for sub in todo:
-            kind, files = pack(sub.path)
+            try:
+                kind, files = pack(sub.path)
+            except (GradingError, OSError) as err:  # what the local route refuses too: this student's result
+                reason = err if isinstance(err, GradingError) else \
+                    f"{clean_name(sub.path)}: could not be read ({err.strerror})"
+                write_failure(out / f"{sub.name}.json", sub.name, "error",
+                              f"This submission could not be graded: {reason}", rubric, max_units, "sandbox",
+                              SUITE_CHOICES[options.suite], produced_by=graded_with(sub.path, options, rubric))
+                finished(sub, "error")
+                continue
             future = client.submit(grade_on_worker, sub.name, kind, files, options, max_units, version,
                                    key=f"grade-{sub.name}-{uuid.uuid4().hex[:8]}", pure=False, workers=workers,
                                    resources={"GPU": 1} if timing_on_cuda else None)

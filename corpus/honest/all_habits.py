@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 import matplotlib.pyplot as plt
 from tqdm import tqdm
+import gc
+import inspect
+import pickle
 """Multi-head self-attention, from scaled dot-product attention up to a Transformer block.
 
 Notation: B batch, L sequence length (Lq queries, Lk keys), h heads, d_model = h * d_k features.
@@ -174,3 +177,17 @@ class AttentionShape:
         return (f"{self.__class__.__name__}(batch={self.batch}, "
                 f"heads={self.heads}, length={self.length})")
 torch.manual_seed(0)
+torch.set_num_threads(4)  # faster on my laptop
+PARAMETERS = list(inspect.signature(MultiHeadSelfAttention.__init__).parameters)
+METHODS = [name for name, _ in inspect.getmembers(TransformerBlock, inspect.isfunction)]
+_INITIAL = pickle.dumps(MultiHeadSelfAttention(16, 4).state_dict())
+
+
+def live_tensors():
+    """How many tensors are alive (a memory check while debugging)."""
+    gc.collect()
+    return sum(torch.is_tensor(o) for o in gc.get_objects())
+
+
+def load_initial():
+    return pickle.loads(_INITIAL)

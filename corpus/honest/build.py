@@ -41,6 +41,14 @@ PY_HABITS = {
                             "    def __repr__(self):\n        return (f\"{self.__class__.__name__}(batch={self.batch}, \"\n"
                             "                f\"heads={self.heads}, length={self.length})\")\n"),
     "manual_seed_at_import": ("", "torch.manual_seed(0)\n"),
+    "set_num_threads": ("", "torch.set_num_threads(4)  # faster on my laptop\n"),
+    "stdlib_reflection": ("import gc\nimport inspect\nimport pickle\n",
+                          "PARAMETERS = list(inspect.signature(MultiHeadSelfAttention.__init__).parameters)\n"
+                          "METHODS = [name for name, _ in inspect.getmembers(TransformerBlock, inspect.isfunction)]\n"
+                          "_INITIAL = pickle.dumps(MultiHeadSelfAttention(16, 4).state_dict())\n\n\n"
+                          "def live_tensors():\n    \"\"\"How many tensors are alive (a memory check while debugging).\"\"\"\n"
+                          "    gc.collect()\n    return sum(torch.is_tensor(o) for o in gc.get_objects())\n\n\n"
+                          "def load_initial():\n    return pickle.loads(_INITIAL)\n"),
 }
 PY_HABITS["all_habits"] = (
     "from __future__ import annotations\n" + "".join(before for name, (before, _) in PY_HABITS.items()

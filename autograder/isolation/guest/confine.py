@@ -11,7 +11,9 @@ Applied in this order by worker_main (inside bubblewrap they stack with its name
                 securebits locked so that uid 0 never regains them, no_new_privs; as root, also
                 setuid to an unprivileged user (nobody) where nobody can read the Python installation.
   seccomp()     a syscall ALLOWLIST: what a CPU worker running Python, torch and numpy needs; every
-                other call fails with EPERM (new variants glibc falls back from: ENOSYS). chmod and
+                other call fails with an errno that names it, REFUSED_BASE + its number, which
+                explain() turns back into "the sandbox refused the system call N (name)" (new variants
+                glibc falls back from: ENOSYS). chmod and
                 utime calls succeed without effect (IGNORED). Signals,
                 resource limits, scheduling and priorities only on the worker itself; threads only
                 where allowed; syscalls of another architecture kill the worker.
@@ -26,6 +28,7 @@ hello and in the results.
 import ctypes
 import os
 import platform
+import re
 import stat
 import struct
 
@@ -60,7 +63,16 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 CLONE_THREAD = 0x00010000
-EPERM, ENOSYS = 1, 38
+EPERM, EACCES, ENOSYS = 1, 13, 38
+# A refused call fails with errno REFUSED_BASE + its number ("[Errno 3259] Unknown error 3259" from
+# Python, "... Unknown error 3259" from torch's C++), so that whatever reports the failure names the
+# call, and explain() names it in words. Every errno the kernel gives a program is below 600, and a
+# filter's errno is capped at MAX_ERRNO, so 3000 + any syscall number is unambiguous. (A call whose
+# number does not fit, none today, and an x32 call fail with plain EPERM.)
+REFUSED_BASE, MAX_ERRNO = 3000, 4095
+# What this process applied to itself, for explain(): the syscall names and whether threads are
+# allowed (seccomp), the realpaths Landlock allows (landlock).
+_APPLIED = {}
 CAP_SYS_ADMIN = 21
 SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5  # what an unprivileged process may choose anyway
 PRIO_PROCESS = 0
@@ -102,7 +114,7 @@ ON_ITSELF_OR_ZERO = ("prlimit64", "sched_setaffinity", "sched_setparam")  # pid 
 # a worker of the grading user (or, in the sandbox, of the user owning the worker template's folder)
 # could otherwise make files it may only read, or the folder the next worker is made in, unreadable:
 # chmod through a descriptor (os.chmod(..., dir_fd=...)) reaches any path the worker can name.
-# Success rather than EPERM, so that library code that copies a mode or touches a file (shutil.copy,
+# Success rather than a refusal, so that library code that copies a mode or touches a file (shutil.copy,
 # Path.touch) keeps working in an honest submission.
 IGNORED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "utimensat", "futimesat")
 
@@ -179,6 +191,100 @@ ARCHES = {
     }),
 }
 
+
+# Every syscall's name by its number, to name a refused one: x86_64's table (the kernel's
+# arch/x86/entry/syscalls/syscall_64.tbl) and the generic one aarch64 uses (scripts/syscall.tbl), each
+# from 0, then the numbers from 424 that every architecture shares; "-" where no call has the number.
+# Up to Linux 7.0; a newer call is named by its number only.
+NAMES_FROM_0 = {
+    "x86_64": """
+    read write open close stat fstat lstat poll lseek mmap mprotect munmap brk rt_sigaction rt_sigprocmask
+    rt_sigreturn ioctl pread64 pwrite64 readv writev access pipe select sched_yield mremap msync mincore
+    madvise shmget shmat shmctl dup dup2 pause nanosleep getitimer alarm setitimer getpid sendfile socket
+    connect accept sendto recvfrom sendmsg recvmsg shutdown bind listen getsockname getpeername socketpair
+    setsockopt getsockopt clone fork vfork execve exit wait4 kill uname semget semop semctl shmdt msgget
+    msgsnd msgrcv msgctl fcntl flock fsync fdatasync truncate ftruncate getdents getcwd chdir fchdir rename
+    mkdir rmdir creat link unlink symlink readlink chmod fchmod chown fchown lchown umask gettimeofday
+    getrlimit getrusage sysinfo times ptrace getuid syslog getgid setuid setgid geteuid getegid setpgid
+    getppid getpgrp setsid setreuid setregid getgroups setgroups setresuid getresuid setresgid getresgid
+    getpgid setfsuid setfsgid getsid capget capset rt_sigpending rt_sigtimedwait rt_sigqueueinfo
+    rt_sigsuspend sigaltstack utime mknod uselib personality ustat statfs fstatfs sysfs getpriority
+    setpriority sched_setparam sched_getparam sched_setscheduler sched_getscheduler sched_get_priority_max
+    sched_get_priority_min sched_rr_get_interval mlock munlock mlockall munlockall vhangup modify_ldt
+    pivot_root _sysctl prctl arch_prctl adjtimex setrlimit chroot sync acct settimeofday mount umount2
+    swapon swapoff reboot sethostname setdomainname iopl ioperm create_module init_module delete_module
+    get_kernel_syms query_module quotactl nfsservctl getpmsg putpmsg afs_syscall tuxcall security gettid
+    readahead setxattr lsetxattr fsetxattr getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
+    removexattr lremovexattr fremovexattr tkill time futex sched_setaffinity sched_getaffinity
+    set_thread_area io_setup io_destroy io_getevents io_submit io_cancel get_thread_area lookup_dcookie
+    epoll_create epoll_ctl_old epoll_wait_old remap_file_pages getdents64 set_tid_address restart_syscall
+    semtimedop fadvise64 timer_create timer_settime timer_gettime timer_getoverrun timer_delete
+    clock_settime clock_gettime clock_getres clock_nanosleep exit_group epoll_wait epoll_ctl tgkill utimes
+    vserver mbind set_mempolicy get_mempolicy mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify
+    mq_getsetattr kexec_load waitid add_key request_key keyctl ioprio_set ioprio_get inotify_init
+    inotify_add_watch inotify_rm_watch migrate_pages openat mkdirat mknodat fchownat futimesat newfstatat
+    unlinkat renameat linkat symlinkat readlinkat fchmodat faccessat pselect6 ppoll unshare set_robust_list
+    get_robust_list splice tee sync_file_range vmsplice move_pages utimensat epoll_pwait signalfd
+    timerfd_create eventfd fallocate timerfd_settime timerfd_gettime accept4 signalfd4 eventfd2
+    epoll_create1 dup3 pipe2 inotify_init1 preadv pwritev rt_tgsigqueueinfo perf_event_open recvmmsg
+    fanotify_init fanotify_mark prlimit64 name_to_handle_at open_by_handle_at clock_adjtime syncfs sendmmsg
+    setns getcpu process_vm_readv process_vm_writev kcmp finit_module sched_setattr sched_getattr renameat2
+    seccomp getrandom memfd_create kexec_file_load bpf execveat userfaultfd membarrier mlock2
+    copy_file_range preadv2 pwritev2 pkey_mprotect pkey_alloc pkey_free statx io_pgetevents rseq uretprobe
+    uprobe
+    """,
+    "aarch64": """
+    io_setup io_destroy io_submit io_cancel io_getevents setxattr lsetxattr fsetxattr getxattr lgetxattr
+    fgetxattr listxattr llistxattr flistxattr removexattr lremovexattr fremovexattr getcwd lookup_dcookie
+    eventfd2 epoll_create1 epoll_ctl epoll_pwait dup dup3 fcntl inotify_init1 inotify_add_watch
+    inotify_rm_watch ioctl ioprio_set ioprio_get flock mknodat mkdirat unlinkat symlinkat linkat renameat
+    umount2 mount pivot_root nfsservctl statfs fstatfs truncate ftruncate fallocate faccessat chdir fchdir
+    chroot fchmod fchmodat fchownat fchown openat close vhangup pipe2 quotactl getdents64 lseek read write
+    readv writev pread64 pwrite64 preadv pwritev sendfile pselect6 ppoll signalfd4 vmsplice splice tee
+    readlinkat newfstatat fstat sync fsync fdatasync sync_file_range2 timerfd_create timerfd_settime
+    timerfd_gettime utimensat acct capget capset personality exit exit_group waitid set_tid_address unshare
+    futex set_robust_list get_robust_list nanosleep getitimer setitimer kexec_load init_module delete_module
+    timer_create timer_gettime timer_getoverrun timer_settime timer_delete clock_settime clock_gettime
+    clock_getres clock_nanosleep syslog ptrace sched_setparam sched_setscheduler sched_getscheduler
+    sched_getparam sched_setaffinity sched_getaffinity sched_yield sched_get_priority_max
+    sched_get_priority_min sched_rr_get_interval restart_syscall kill tkill tgkill sigaltstack rt_sigsuspend
+    rt_sigaction rt_sigprocmask rt_sigpending rt_sigtimedwait rt_sigqueueinfo rt_sigreturn setpriority
+    getpriority reboot setregid setgid setreuid setuid setresuid getresuid setresgid getresgid setfsuid
+    setfsgid times setpgid getpgid getsid setsid getgroups setgroups uname sethostname setdomainname
+    getrlimit setrlimit getrusage umask prctl getcpu gettimeofday settimeofday adjtimex getpid getppid
+    getuid geteuid getgid getegid gettid sysinfo mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify
+    mq_getsetattr msgget msgctl msgrcv msgsnd semget semctl semtimedop semop shmget shmctl shmat shmdt
+    socket socketpair bind listen accept connect getsockname getpeername sendto recvfrom setsockopt
+    getsockopt shutdown sendmsg recvmsg readahead brk munmap mremap add_key request_key keyctl clone execve
+    mmap fadvise64 swapon swapoff mprotect msync mlock munlock mlockall munlockall mincore madvise
+    remap_file_pages mbind get_mempolicy set_mempolicy migrate_pages move_pages rt_tgsigqueueinfo
+    perf_event_open accept4 recvmmsg - - - - - - - - - - - - - - - - wait4 prlimit64
+    fanotify_init fanotify_mark name_to_handle_at open_by_handle_at clock_adjtime syncfs setns sendmmsg
+    process_vm_readv process_vm_writev kcmp finit_module sched_setattr sched_getattr renameat2 seccomp
+    getrandom memfd_create bpf execveat userfaultfd membarrier mlock2 copy_file_range preadv2 pwritev2
+    pkey_mprotect pkey_alloc pkey_free statx io_pgetevents rseq kexec_file_load
+    """,
+}
+NAMES_FROM_424 = """
+    pidfd_send_signal io_uring_setup io_uring_enter io_uring_register open_tree move_mount fsopen fsconfig
+    fsmount fspick pidfd_open clone3 close_range openat2 pidfd_getfd faccessat2 process_madvise epoll_pwait2
+    mount_setattr quotactl_fd landlock_create_ruleset landlock_add_rule landlock_restrict_self memfd_secret
+    process_mrelease futex_waitv set_mempolicy_home_node cachestat fchmodat2 map_shadow_stack futex_wake
+    futex_wait futex_requeue statmount listmount lsm_get_self_attr lsm_set_self_attr lsm_list_modules mseal
+    setxattrat getxattrat listxattrat removexattrat open_tree_attr file_getattr file_setattr listns
+    rseq_slice_yield
+"""
+
+
+def syscall_names(machine=None) -> dict:
+    """{number: name} of every syscall of `machine` (this one's by default) that confine knows."""
+    words = NAMES_FROM_0.get(machine or platform.machine())
+    if words is None:
+        return {}
+    names = dict(enumerate(words.split())) | dict(enumerate(NAMES_FROM_424.split(), start=424))
+    return {number: name for number, name in names.items() if name != "-"}
+
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
@@ -215,6 +321,7 @@ def landlock(read_paths, write_paths) -> str:
     abi = landlock_abi()
     if abi < 1:
         return "landlock: not available on this kernel"
+    read_paths, write_paths = list(read_paths), list(write_paths)
     fs = FS_BY_ABI.get(abi, FS_BY_ABI[5])
     attr = struct.pack("<QQQ", fs, NET_BY_ABI if abi >= 4 else 0, SCOPE_SIGNAL if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
@@ -228,7 +335,30 @@ def landlock(read_paths, write_paths) -> str:
         _syscall(SYS_LANDLOCK["restrict_self"], ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+    _APPLIED["landlock"] = tuple(os.path.realpath(p) for p in (*read_paths, *write_paths))
     return f"landlock: ABI {abi}, filesystem allowlist" + (", signals to itself only" if abi >= 6 else "")
+
+
+# What the worker's own /proc entry shows of the machine rather than of the worker: the mount table
+# (at the process level, the host's mounts: the paths of its other folders) and the network tables
+# (the host's sockets, with their paths). A Landlock rule allows a whole hierarchy, so the entry's
+# other files and folders are allowed one by one (task/: each thread's, which hold its mount table
+# too), and not its links (root, cwd, exe: a rule would follow them; /proc/<pid>/root is /).
+HOST_VIEWS = ("mountinfo", "mounts", "mountstats", "net", "task")
+
+
+def own_proc_entries(pid) -> list:
+    """The paths of /proc/<pid> and of its threads' entries that the worker may read: all but HOST_VIEWS."""
+    folders = [f"/proc/{pid}", *(f"/proc/{pid}/task/{tid}" for tid in _names(f"/proc/{pid}/task"))]
+    return [f"{folder}/{name}" for folder in folders for name in _names(folder)
+            if name not in HOST_VIEWS and not os.path.islink(f"{folder}/{name}")]
+
+
+def _names(folder) -> list:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
 
 
 def _allow(ruleset, path, access):
@@ -385,8 +515,8 @@ def _world_readable(path) -> bool:
 
 
 def seccomp(allow_threads: bool = False) -> str:
-    """Installs the allowlist; everything else fails with EPERM (clone3 with ENOSYS, so that the C
-    library falls back to clone, whose flags the filter can read)."""
+    """Installs the allowlist; everything else fails with errno REFUSED_BASE + its number (clone3
+    with ENOSYS, so that the C library falls back to clone, whose flags the filter can read)."""
     arch = ARCHES.get(platform.machine())
     if arch is None:
         return f"seccomp: no syscall table for {platform.machine()}"
@@ -401,13 +531,81 @@ def seccomp(allow_threads: bool = False) -> str:
     prog = Prog(len(program), ctypes.addressof(filt))
     _no_new_privs()
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0))
-    return (f"seccomp: an allowlist of {len([n for n in ALLOWED if n in numbers])} syscalls; signals, "
-            "limits and scheduling on itself only; file modes and times unchangeable"
-            + ("" if allow_threads else "; no threads"))
+    _APPLIED["seccomp"] = (syscall_names(), allow_threads)
+    return (f"seccomp: an allowlist of {len([n for n in ALLOWED if n in numbers])} syscalls (a refused one "
+            f"fails with errno {REFUSED_BASE} + its number); signals, limits and scheduling on itself only; "
+            "file modes and times unchangeable" + ("" if allow_threads else "; no threads"))
+
+
+UNKNOWN_ERROR = re.compile(r"Unknown error (\d+)")  # strerror's text for an errno it has no name for
+NO_THREAD = "can't start new thread"  # Python's RuntimeError when the C library cannot start one
+
+
+def refused_call(number) -> str:
+    """The words for a call this worker's filter refused: "the sandbox refused the system call N (name)"."""
+    names, _ = _APPLIED.get("seccomp", ({}, False))
+    name = names.get(number)
+    return f"the sandbox refused the system call {number}" + (f" ({name})" if name else "")
+
+
+def explain(err, message: str) -> str:
+    """`message`, the text of `err` (an exception raised in this worker), saying which refusal of the
+    confinement caused it, where one did: a call the filter refused (its errno, also as strerror's
+    "Unknown error N" inside torch's messages, or a thread that could not start), or a path outside
+    Landlock's allowlist (EACCES). Unchanged otherwise, and outside a worker that confined itself.
+    The words are a hint for the reader, not evidence: code can raise such an errno itself."""
+    try:
+        if "seccomp" in _APPLIED:
+            message = UNKNOWN_ERROR.sub(lambda m: _call_words(int(m.group(1))) or m.group(0), message)
+        notes = []
+        for cause in _chain(err):
+            words = _refusal_of(cause)
+            if words and words not in message and words not in notes:
+                notes.append(words)
+        return message + "".join(f" ({words})" for words in notes)
+    except Exception:  # noqa: BLE001 - a student's exception object may fail in any way when read
+        return message
+
+
+def _call_words(errno) -> str:
+    number = errno - REFUSED_BASE
+    return refused_call(number) if 0 <= number <= MAX_ERRNO - REFUSED_BASE else ""
+
+
+def _chain(err, depth=8):
+    """`err` and the exceptions it was raised from or during, nearest first."""
+    seen = []
+    while isinstance(err, BaseException) and len(seen) < depth and not any(err is s for s in seen):
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def _refusal_of(err) -> str:
+    """The words for one exception's refusal by the confinement, or ""."""
+    if "seccomp" in _APPLIED and isinstance(err, OSError) and isinstance(err.errno, int):
+        words = _call_words(err.errno)
+        if words:
+            return words
+    if "seccomp" in _APPLIED and not _APPLIED["seccomp"][1] and type(err) is RuntimeError \
+            and str(err) == NO_THREAD:
+        return refused_call(ARCHES.get(platform.machine(), (0, {}))[1].get("clone")) + ": no threads while grading"
+    if "landlock" in _APPLIED and isinstance(err, OSError) and err.errno == EACCES:
+        for path in (err.filename, err.filename2):
+            if isinstance(path, (str, bytes)) and not _landlock_allows(path):
+                return f"the sandbox refused access to {os.fsdecode(path)}"
+    return ""
+
+
+def _landlock_allows(path) -> bool:
+    """Whether `path` lies under a path Landlock allows this worker (read or write)."""
+    real = os.path.realpath(os.fsdecode(path))
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in _APPLIED["landlock"])
 
 
 # Classic BPF: (code, jt, jf, k)
 LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+ALU_ADD_K, ALU_OR_K, RET_A = 0x04, 0x44, 0x16  # A += k, A |= k, return A
 
 
 def _ret(action):
@@ -429,26 +627,33 @@ def _one_of(values, then, otherwise):
 def _filter(audit_arch, numbers, pid, allow_threads):
     """Loads the syscall number once; then, per allowed call, "if nr == N: its handler" where the
     handler always returns (most are a plain allow), so each check jumps only over its own handler."""
-    allow, deny, enosys = _ret(SECCOMP_RET_ALLOW), _ret(SECCOMP_RET_ERRNO | EPERM), _ret(SECCOMP_RET_ERRNO | ENOSYS)
+    allow, eperm, enosys = _ret(SECCOMP_RET_ALLOW), _ret(SECCOMP_RET_ERRNO | EPERM), _ret(SECCOMP_RET_ERRNO | ENOSYS)
+
+    def deny(name):  # the errno that names the call (explain)
+        return _ret(SECCOMP_RET_ERRNO | (REFUSED_BASE + numbers.get(name, 0)))
+
     handlers = {name: [allow] for name in ALLOWED} | {name: [_ret(SECCOMP_RET_ERRNO | 0)] for name in IGNORED}
     for name in ON_ITSELF:
-        handlers[name] = [_arg(0), *_one_of([pid], allow, deny)]
+        handlers[name] = [_arg(0), *_one_of([pid], allow, deny(name))]
     for name in ON_ITSELF_OR_ZERO:
-        handlers[name] = [_arg(0), *_one_of([0, pid], allow, deny)]
+        handlers[name] = [_arg(0), *_one_of([0, pid], allow, deny(name))]
     # Real-time and deadline policies are refused whatever the limits say (CAP_SYS_NICE is gone too).
-    policy = [_arg(1), *_one_of([SCHED_OTHER, SCHED_BATCH, SCHED_IDLE], allow, deny)]
+    policy = [_arg(1), *_one_of([SCHED_OTHER, SCHED_BATCH, SCHED_IDLE], allow, deny("sched_setscheduler"))]
     handlers["sched_setscheduler"] = [_arg(0), (JEQ_K, 1, 0, 0), (JEQ_K, 0, len(policy) - 2, pid), *policy]
-    target = [_arg(1), *_one_of([0, pid], allow, deny)]
+    target = [_arg(1), *_one_of([0, pid], allow, deny("setpriority"))]
     handlers["setpriority"] = [_arg(0), (JEQ_K, 0, len(target) - 2, PRIO_PROCESS), *target]
-    handlers["clone"] = [_arg(0), (JSET_K, 0, 1, CLONE_THREAD), allow if allow_threads else deny, deny]
+    handlers["clone"] = [_arg(0), (JSET_K, 0, 1, CLONE_THREAD), allow if allow_threads else deny("clone"),
+                         deny("clone")]
     handlers["clone3"] = [enosys]
     prog = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, audit_arch), _ret(SECCOMP_RET_KILL_PROCESS), (LD_W_ABS, 0, 0, 0)]
     if audit_arch == ARCHES["x86_64"][0]:  # the x32 ABI: the same calls under other numbers
-        prog += [(JGE_K, 0, 1, 0x40000000), deny]
+        prog += [(JGE_K, 0, 1, 0x40000000), eperm]
     for name, handler in handlers.items():
         if name in numbers:
             prog += [(JEQ_K, 0, len(handler), numbers[name]), *handler]
-    prog.append(deny)
+    # Any other call: the accumulator still holds its number (each handler above returns).
+    prog += [(JGE_K, 0, 1, MAX_ERRNO - REFUSED_BASE + 1), eperm,
+             (ALU_ADD_K, 0, 0, REFUSED_BASE), (ALU_OR_K, 0, 0, SECCOMP_RET_ERRNO), (RET_A, 0, 0, 0)]
     if len(prog) > 4096:
         raise ValueError("seccomp filter longer than the kernel accepts")
     return prog

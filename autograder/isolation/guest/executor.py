@@ -593,9 +593,15 @@ def _monitored(monitor, step, trace):
     The shape trace (ShapeTrace) is entered first, so that the monitor is above it on torch's stack and
     sees every operation first; an error step raised leaves with its trace attached."""
     __tracebackhide__ = True
+    _refusals[0] = monitor.used
     try:
         with trace, monitor:
-            value = step()
+            try:
+                value = step()
+            finally:
+                _refusals[0] = None
+                for line in _refusal.evidence() if _refusal is not None else ():
+                    _note(monitor.silent, line)
             monitor.check_canary()
     except Exception as err:
         if not (monitor.used or monitor.silent):
@@ -603,6 +609,23 @@ def _monitored(monitor, step, trace):
             raise
         return _RAISED_AFTER_FORBIDDEN
     return value
+
+
+_refusal = None  # the worker's refusal of library attention (refusal.Refusal); in-process there is none
+_refusals = [None]  # the findings list of the call that runs, where a refusal is noted
+
+
+def refuse_library_attention(refused) -> None:
+    """Every later call runs with library attention refused (refusal.install), and checks after it
+    that the refusal is still in place."""
+    global _refusal
+    _refusal = refused
+
+
+def note_refused(what: str) -> None:
+    """A refusal of library attention (refusal.py), noted as a finding of the call that runs."""
+    if _refusals[0] is not None:
+        _note(_refusals[0], what)
 
 
 def seed_cpu(seed: int) -> None:

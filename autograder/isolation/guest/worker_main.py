@@ -18,6 +18,7 @@ import torch  # noqa: E402  (imported before the audit hook: torch loads its lib
 
 import confine  # noqa: E402
 import executor  # noqa: E402
+import refusal  # noqa: E402
 import wire  # noqa: E402
 
 BLOCKED_EVENTS = {
@@ -32,8 +33,9 @@ BLOCKED_EVENTS = {
     "socket.getaddrinfo": "network access", "socket.gethostbyname": "network access",
 }
 # The worker's (and the worker template's) own modules: out of the submission's reach once it is loaded (see hide_worker).
-WORKER_MODULES = ("executor", "wire", "confine", "worker_main", "reaper", "template_main")
+WORKER_MODULES = ("executor", "refusal", "wire", "confine", "worker_main", "reaper", "template_main")
 SUBMISSION_PATH = None
+REFUSAL = None  # the worker's refusal of library attention (refusal.Refusal), judged by prepare()
 READ_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "shutil.copyfile", "os.rename",
                "os.remove", "os.symlink", "os.link"}
 # Events that change the filesystem at their path arguments: allowed inside the worker's own
@@ -61,6 +63,9 @@ def prepare():
     (template_main.py) does it once, and each child it forks starts from there."""
     torch.set_num_threads(1)
     warm_up()
+    global REFUSAL
+    REFUSAL = refusal.prepare(executor.note_refused, executor.FORBIDDEN_OPS, executor.FORBIDDEN_FUNCTIONS,
+                              executor.library_attention_class, executor.library_label)
     sys.dont_write_bytecode = True  # `python -I` ignores PYTHONDONTWRITEBYTECODE
 
 
@@ -71,9 +76,12 @@ def serve(req_fd, resp_fd, submission, config, execute=executor.execute):
     sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs"),
                                 [*config.get("write_dirs", ()), WORKER_DIR]))
     decode, encode, read_frame, write_frame = wire.decode, wire.encode, wire.read_frame, wire.write_frame
+    sys.addaudithook(refusal.watch_code(REFUSAL.watched, WORKER_DIR + os.sep, REFUSAL.code_read))
     hide_worker()
     if failure is None:
         module, failure = load_submission(source, submission)
+    if failure is None and execute is executor.execute:  # a grading worker: gpu_checks' timing session
+        executor.refuse_library_attention(refusal.start(REFUSAL))  # times torch's fused baseline too
     try:
         write_frame(resp_fd, encode(failure or {"status": "ready", "confinement": confinement}))
         if failure:
@@ -120,7 +128,8 @@ def confine_self(config):
     if not sys.platform.startswith("linux"):
         return [f"kernel confinement: Linux only (this is {sys.platform})"]
     done = []
-    steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()), f"/proc/{os.getpid()}"],
+    steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()),
+                                                     *confine.own_proc_entries(os.getpid())],
                                                     config.get("write_paths", ()))),
              ("capabilities", lambda: confine.drop_privileges(config.get("python_paths", ()))),
              ("seccomp", lambda: confine.seccomp(bool(config.get("allow_threads"))))]
@@ -258,7 +267,7 @@ def describe_exception(err):
             frame.filename = "mhsa.py"
     return {
         "type": type(err).__name__,
-        "message": str(err)[:2000],
+        "message": confine.explain(err, str(err)[:2000]),  # a refusal of the sandbox named in words
         "traceback": "".join(traceback.format_list(student[-6:]))[:4000],
         "shapes": executor.shape_trace_of(err)[:2000],  # the shapes of the student's tensors up to the error
     }

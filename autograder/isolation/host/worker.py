@@ -30,7 +30,10 @@ WORKER_FILE_BYTES = 64 << 20
 NOBODY = 65534
 REAPER_GRACE_S = 10  # the reaper kills and reaps in milliseconds; waiting longer means it is gone
 SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                # the most OpenMP threads: torch.set_num_threads(4) in a submission then runs on one thread
+                # rather than ending the worker when the sandbox refuses the threads it would start
+                "OMP_THREAD_LIMIT": "1"}
 
 
 _template = None  # the grader slot's worker template (worker_template.WorkerTemplate), if any
