@@ -168,7 +168,8 @@ ATTENTION_ROUTES = ("deep_chain", "attrgetter_internals", "disable_torch_functio
                     "forbidden_torch_ops", "computed_private", "builtins_lookup", "thread_attention",
                     "utf7_hidden_import", "disable_monitor", "interpreter_modules", "resolver_modes_off",
                     "partial_modes_off", "mock_getter_module", "thread_resolver", "code_taken_at_import",
-                    "gc_undoes_refusal", "onnx_attention_resolver", "flex_math_gc")
+                    "gc_undoes_refusal", "onnx_attention_resolver", "flex_math_gc", "gc_copies_library_code",
+                    "fx_trace_at_import")
 
 
 def test_no_route_to_a_library_attention_ends_without_a_finding_or_a_hold():

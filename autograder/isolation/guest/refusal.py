@@ -65,24 +65,26 @@ def is_attention_operator(name: str, prefixes) -> bool:
     return name.startswith(prefixes) or any(w in name.split("::", 1)[-1].lower() for w in ATTENTION_WORDS)
 
 
-def attention_functions(fragments, library_class, label, seen: dict) -> list:
+def attention_functions(fragments, library_class, label, verdicts: dict, known: dict) -> list:
     """(function, how a finding names it) for each of torch's live Python functions that computes
-    attention and is not in `seen` (id(code) -> code of every function already judged; updated).
-    Found through gc, so that a function held only in a table or an object (a custom operator's
-    definition, a decomposition table) is found as one in a module is. `fragments`: the monitor's
-    name fragments; `library_class(cls)`, `label(cls)`: torch's library attention classes."""
+    attention and is not in `known` (id(function) -> (function, ...)). Found through gc, so that a
+    function held only in a table or an object (a custom operator's definition, a decomposition
+    table), or a copy made from another's code, is found as one in a module is. `verdicts`
+    (id(code) -> (code, how it is named or "")) keeps what each code was judged, updated here.
+    `fragments`: the monitor's name fragments; `library_class(cls)`, `label(cls)`: torch's library
+    attention classes."""
     classes = {}
     found = []
     for function in [f for f in gc.get_objects() if type(f) is FunctionType]:
         code = function.__code__
-        if seen.get(id(code)) is code:
-            continue
-        seen[id(code)] = code
-        if not code.co_filename.startswith(TORCH_DIR):
-            continue
-        what = _attention_label(function, fragments, library_class, label, classes)
-        if what:
-            found.append((function, what))
+        verdict = verdicts.get(id(code))
+        if verdict is None or verdict[0] is not code:
+            what = _attention_label(function, fragments, library_class, label, classes) \
+                if code.co_filename.startswith(TORCH_DIR) else ""
+            verdict = verdicts[id(code)] = (code, what)
+        entry = known.get(id(function))
+        if verdict[1] and (entry is None or entry[0] is not function):
+            found.append((function, verdict[1]))
     return found
 
 
@@ -113,21 +115,55 @@ def _codes(code) -> list:
     return found
 
 
-def watch_code(watched: dict, own_files, evidence: list):
-    """An audit hook (Python offers no way to remove one) that notes in `evidence` any read of the code
-    of a function in `watched` (id(function) -> (function, how it is named, ...); it grows as torch
-    modules are imported) by code outside `own_files` (the grader's worker reads it on its own account)."""
+def watch_code(refusal: "Refusal", own_files, student_file: str):
+    """An audit hook (Python offers no way to remove one), installed before the submission is
+    imported, that notes in `refusal.code_read` how the submission could keep torch's attention for
+    later: reading the code of a function the refusal will replace (`__code__`, or gc's referents of
+    the function), or torch generating Python code (torch.fx, TorchScript, the compiler) while the
+    submission's code runs, which replays what it traced below the refusal and the scan. A walk of
+    gc's objects also makes the refusal judge the live functions again when it starts (a copy made
+    from a function's code is then refused too). The worker's own files (`own_files`) are exempt."""
     getframe = sys._getframe
+    watched, evidence = refusal.watched, refusal.code_read
+
+    def note(line):
+        if line not in evidence:
+            evidence.append(line)
+
+    def generated_for_the_submission() -> bool:
+        """Whether the submission's code is on the stack and no torch module is being imported
+        between it and the event (a module of torch's that builds code as it loads is torch's own)."""
+        frame = getframe(2)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == student_file:
+                return True
+            if code.co_name == "<module>" and code.co_filename.startswith(TORCH_DIR):
+                return False
+            frame = frame.f_back
+        return False
 
     def hook(event, args):
-        if event == "object.__getattr__" and args[1] == "__code__":
-            entry = watched.get(id(args[0]))
-            if entry is not None and entry[0] is args[0]:
-                caller = getframe(1)
-                if caller is not None and not caller.f_code.co_filename.startswith(own_files):
-                    line = f"the submission read the code of {entry[1]}, which the grader refuses"
-                    if line not in evidence:
-                        evidence.append(line)
+        if event == "object.__getattr__":
+            if args[1] == "__code__":
+                entry = watched.get(id(args[0]))
+                if entry is not None and entry[0] is args[0] and \
+                        not getframe(1).f_code.co_filename.startswith(own_files):
+                    note(f"the submission read the code of {entry[1]}, which the grader refuses")
+        elif event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            if getframe(1).f_code.co_filename.startswith(own_files):
+                return  # the refusal judging the live functions
+            refusal.walked = True
+            for found in args[0] if event == "gc.get_referents" else ():
+                entry = watched.get(id(found))
+                if entry is not None and entry[0] is found:
+                    note(f"the submission reached the code of {entry[1]} through gc, which the grader refuses")
+        elif event == "compile":
+            caller = getframe(1)
+            if caller is not None and caller.f_code.co_filename.startswith(TORCH_DIR) and generated_for_the_submission():
+                module = caller.f_globals.get("__name__", "torch")
+                note(f"torch generated Python code ({module}) while the submission ran: what it traced "
+                     "runs below the grader's refusal of library attention")
     return hook
 
 
@@ -140,7 +176,8 @@ class Refusal:
         self._judge = (fragments, library_class, label)
         self.watched = {}            # id(function) -> (function, how it is named, its refusing code)
         self.code_read = []          # watch_code's lines
-        self._seen = {}              # id(code) -> code of every function judged
+        self._verdicts = {}          # id(code) -> (code, how it is named or ""): every function's code judged
+        self.walked = False          # whether gc walked the objects since the functions were judged
         self._replaced = []          # (function, the refusing code it must keep, how it is named)
         self._operators = set()      # the operators refused
         self._libraries = {}         # namespace -> the dispatcher library its refusals are registered in
@@ -150,12 +187,13 @@ class Refusal:
 
     def find(self) -> None:
         """Judge the functions alive now, so that watch_code sees them: a walk of every live function
-        (some 0.3 s), done again only when modules were imported since the last one."""
+        (some 0.1 s warm, 0.5 s cold), done again only when torch modules were imported or gc walked
+        the objects since the last one."""
         loaded = sum(1 for name in list(sys.modules) if name.startswith("torch"))
-        if loaded == self._modules:
+        if loaded == self._modules and not self.walked:
             return
-        self._modules = loaded
-        for function, what in attention_functions(*self._judge, self._seen):
+        self._modules, self.walked = loaded, False
+        for function, what in attention_functions(*self._judge, self._verdicts, self.watched):
             code = _refusing_code(function.__code__, REFUSAL.format(what=what), what)  # made now, put in later
             self.watched[id(function)] = (function, what, code)
 

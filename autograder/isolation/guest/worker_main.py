@@ -76,7 +76,7 @@ def serve(req_fd, resp_fd, submission, config, execute=executor.execute):
     sys.addaudithook(audit_hook(config.get("denied_paths", []), config.get("write_dirs"),
                                 [*config.get("write_dirs", ()), WORKER_DIR]))
     decode, encode, read_frame, write_frame = wire.decode, wire.encode, wire.read_frame, wire.write_frame
-    sys.addaudithook(refusal.watch_code(REFUSAL.watched, WORKER_DIR + os.sep, REFUSAL.code_read))
+    sys.addaudithook(refusal.watch_code(REFUSAL, WORKER_DIR + os.sep, submission))
     hide_worker()
     if failure is None:
         module, failure = load_submission(source, submission)
