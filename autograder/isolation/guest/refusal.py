@@ -53,10 +53,10 @@ ATTENTION_WORDS = ("attention", "sdpa", "sfdp")
 # says softmax (or softmin) is the softmax itself (F.softmax, nn.Softmax.forward), which students use.
 SOFTMAX_NAMES = frozenset({"softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax", "softmax_"})
 SOFTMAX_ITSELF = ("softmax", "softmin")
-# Where the dispatcher says the refusing kernels come from: this file, with a token drawn per worker,
-# so that a kernel registered by other code under this file's name is not taken for the grader's.
+# Where the dispatcher says the refusing kernels come from (torch 2.4 and later): this file, with a
+# token drawn per worker, so that a kernel registered by other code under this file's name reads
+# otherwise in the dispatcher's entry.
 _REGISTERED_AT = f"{__file__}#{secrets.token_hex(8)}"
-_REGISTERED_HERE = f"registered at {_REGISTERED_AT}:0"
 
 
 def is_attention_operator(name: str, prefixes) -> bool:
@@ -180,6 +180,7 @@ class Refusal:
         self.walked = False          # whether gc walked the objects since the functions were judged
         self._replaced = []          # (function, the refusing code it must keep, how it is named)
         self._operators = set()      # the operators refused
+        self._entries = {}           # operator -> its dispatcher entry once refused (one per namespace)
         self._libraries = {}         # namespace -> the dispatcher library its refusals are registered in
         self._modules = 0            # how many torch modules were loaded when functions were last judged
         self._keys = {}              # operator -> the dispatch keys where it has a kernel (judged once)
@@ -211,6 +212,14 @@ class Refusal:
             for name in torch._C._dispatch_get_all_op_names():
                 if name not in self._operators and is_attention_operator(name, self._prefixes):
                     self._refuse_operator(name)
+        # One operator of each namespace, its dispatcher entry as it reads now: a library's
+        # registrations are undone all together, and the entry then reads otherwise.
+        # Kept from the first time: what a later import (or a reset) does must not become the reference.
+        checked = {name.split("::", 1)[0] for name in self._entries}
+        for name in sorted(self._operators):
+            if name.split("::", 1)[0] not in checked:
+                checked.add(name.split("::", 1)[0])
+                self._entries[name] = torch._C._dispatch_dump(name)
 
     def _refuse_operator(self, name) -> None:
         kernel = _refusing_kernel(self._note, name)
@@ -222,7 +231,10 @@ class Refusal:
         library = self._libraries[namespace]
         for key_name in self._keys_of(name):
             try:
-                library.impl(rest, key_name, kernel, False)
+                try:
+                    library.impl(rest, key_name, kernel, False)
+                except TypeError:  # torch before 2.4: (name, the key itself, the kernel)
+                    library.impl(rest, torch._C.DispatchKey.__members__[key_name], kernel)
             except RuntimeError:
                 continue  # a key that takes no kernel from Python: the others still refuse
             self._operators.add(name)
@@ -236,14 +248,12 @@ class Refusal:
 
     def evidence(self) -> list:
         """Why the refusal cannot be vouched for: code read before it started, or torch's own put
-        back since (a function's code, an operator whose dispatcher entry no longer shows the grader's
-        kernel: about 25 microseconds an operator), or the import watch taken off."""
+        back since (a function's code, an operator whose dispatcher entry reads otherwise than when
+        it was refused: about 25 microseconds an operator), or the import watch taken off."""
         put_back = [f"{what} runs other code than the grader's refusal"
                     for function, code, what in self._replaced if function.__code__ is not code]
-        # One operator of each namespace: its library's registrations are undone all together.
-        firsts = {name.split("::", 1)[0]: name for name in sorted(self._operators, reverse=True)}
-        put_back += [f"operator {name} runs other kernels than the grader's refusal" for name in sorted(firsts.values())
-                     if _REGISTERED_HERE not in torch._C._dispatch_dump(name)]
+        put_back += [f"operator {name} runs other kernels than the grader's refusal"
+                     for name, entry in self._entries.items() if torch._C._dispatch_dump(name) != entry]
         if not self.import_watch.in_place():
             put_back.append("the grader's watch on torch's imports was taken off")
         return self.code_read + put_back
