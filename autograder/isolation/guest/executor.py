@@ -616,7 +616,7 @@ _refusals = [None]  # the findings list of the call that runs, where a refusal i
 
 
 def refuse_library_attention(refused) -> None:
-    """Every later call runs with library attention refused (refusal.install), and checks after it
+    """Every later call runs with library attention refused (refusal.start), and checks after it
     that the refusal is still in place."""
     global _refusal
     _refusal = refused
