@@ -86,7 +86,7 @@ class TimingWorker:
 
     def __init__(self, path: Path, device: str, isolation, limits, hidden):
         self.device, self.limits = device, limits
-        self._process = WorkerProcess(path, isolation, limits, list(hidden), entry=ENTRY)
+        self._process = WorkerProcess(path, isolation, limits, list(hidden), entry=ENTRY, entry_config={"device": device})
         self._failure = None
         self._queue = RunQueueClock(None)
 

@@ -261,10 +261,27 @@ def _device_uuid(device):
     return str(torch.cuda.get_device_properties(device).uuid) if device.type == "cuda" else "cpu"
 
 
+def start_cuda():
+    """Creates the CUDA context and runs a small forward and backward while the worker is still
+    unconfined: the driver starts by opening device files and a Unix socket, which Landlock and the
+    seccomp filter refuse (cudaGetDeviceCount then fails with Error 304), and once started it needs
+    neither. A failure is left for the probe to report in words."""
+    try:
+        x = torch.ones(64, 64, device="cuda", requires_grad=True)
+        (x @ x).softmax(-1).sum().backward()
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - the probe request says why CUDA is unreachable
+        pass
+
+
 def main():
-    sys.path.insert(0, json.loads(sys.argv[4])["worker_dir"])
+    config = json.loads(sys.argv[4])
+    sys.path.insert(0, config["worker_dir"])
     import executor
     import worker_main
+
+    if config.get("device", "cpu").startswith("cuda"):
+        start_cuda()
 
     worker_main.main(TimingSession(executor.ForbiddenApiMonitor, executor.forbidden_submodules).execute)
 

@@ -81,10 +81,10 @@ class WorkerProcess:
     """
 
     def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path],
-                 entry: Path | None = None):
+                 entry: Path | None = None, entry_config: dict | None = None):
         """`entry`: a script run instead of worker_main.py (gpu_checks' timing session). It is copied
         beside the submission, where the sandbox can see it, and finds worker_main through
-        config["worker_dir"].
+        config["worker_dir"]; `entry_config` joins that configuration (the timing session's device).
 
         Where this process has a worker template that fits (a grader slot's: worker_template.py), the
         worker is forked from it; otherwise, or when the template cannot, a new Python is spawned."""
@@ -100,6 +100,7 @@ class WorkerProcess:
                 self._discard(child_fds)
         if not self.forked:
             config, child_fds = self._prepare(submission, isolation, limits, hidden, entry, None)
+            config |= entry_config or {}
             self.proc = self._spawn(isolation, hidden, entry, config, child_fds)
         self.sandboxed = isolation.level == "sandbox" and not self.forked  # bubblewrap's exit codes
         for fd in child_fds:
