@@ -41,7 +41,7 @@ def _load_corpus():
 CASES = _load_corpus().cases()
 RUBRIC = rubric_file.load()
 # Short limits keep the corpus quick; both still cover a call and importing torch on a busy machine.
-FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0, memory_mb=3072))
+FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, memory_mb=3072))
 RUNS = [pytest.param(c, "auto", id=f"{c.name}-auto") for c in CASES] + \
        [pytest.param(c, "process", id=f"{c.name}-process") for c in CASES if c.process]
 
@@ -98,6 +98,8 @@ def feedback(grade) -> str:
 def grade_case(case, level, folder, hidden, rubric=FAST):
     if case.call_timeout_s is not None:
         rubric = replace(rubric, limits=replace(rubric.limits, call_timeout=case.call_timeout_s))
+    if case.import_timeout_s is not None:
+        rubric = replace(rubric, limits=replace(rubric.limits, import_timeout=case.import_timeout_s))
     path = folder / f"{case.name}.py"
     path.write_text(case.source())
     return grading.grade(path, suites=("public",), isolation=level, hide=[hidden], rubric=rubric, extras=False)

@@ -28,6 +28,7 @@ class Case:
     held: str = ""      # a fragment of why the grade is held for review, when it is
     prepend: str = ""   # lines put before the base (a coding line must be in the first two)
     call_timeout_s: float | None = None  # a shorter call limit where every call runs out of time
+    import_timeout_s: float | None = None  # a shorter import limit where the import never ends
 
     def source(self) -> str:
         snippet = (HERE / "cases" / f"{self.name}.py").read_text()
@@ -41,7 +42,8 @@ def cases() -> list[Case]:
         raise ValueError(f"manifest.toml and cases/ disagree: {sorted(set(manifest) ^ set(found))}")
     return [Case(name, spec["base"], spec["loses"] if spec["loses"] == "all" else tuple(spec["loses"]),
                  spec["message"], bool(spec.get("process", False)), spec.get("held", ""),
-                 spec.get("prepend", ""), spec.get("call_timeout_s")) for name, spec in manifest.items()]
+                 spec.get("prepend", ""), spec.get("call_timeout_s"), spec.get("import_timeout_s"))
+            for name, spec in manifest.items()]
 
 
 def build(out: Path) -> list[Path]:
