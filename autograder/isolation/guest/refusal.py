@@ -239,6 +239,13 @@ class Refusal:
                 continue  # a key that takes no kernel from Python: the others still refuse
             self._operators.add(name)
 
+    def find_operator_keys(self) -> None:
+        """Look up, once, the dispatch keys of every attention operator registered now, so that
+        putting the refusal in force after the import costs milliseconds."""
+        for name in torch._C._dispatch_get_all_op_names():
+            if is_attention_operator(name, self._prefixes):
+                self._keys_of(name)
+
     def _keys_of(self, name) -> list:
         if name not in self._keys:
             self._keys[name] = [key_name for key_name, key in torch._C.DispatchKey.__members__.items()
@@ -310,9 +317,7 @@ def prepare(note, prefixes, fragments, library_class, label) -> Refusal:
     does it once), not yet in force."""
     refusal = Refusal(note, prefixes, fragments, library_class, label)
     refusal.find()
-    for name in torch._C._dispatch_get_all_op_names():
-        if is_attention_operator(name, prefixes):
-            refusal._keys_of(name)
+    refusal.find_operator_keys()
     return refusal
 
 
