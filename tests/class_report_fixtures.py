@@ -7,7 +7,9 @@ Known facts: three misconceptions matched by 6, 4 and 2 students; two near-ident
 students' solutions are independent ones of different styles; 22 students hand in no source);
 one forbidden API; one tampered notebook;
 one timeout; one grade at the `process` level; one grade with another maximum (knowledge graded);
-timing rows for every graded student, one of them unreadable.
+timing rows for every graded student, one of them unreadable; one student hands in the stubs untouched
+(assignment/mhsa.py copied) and one a file that does not compile (their results: every test failed,
+the grade's `work` field saying why, no timing ratio).
 """
 import copy
 import csv
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from autograder.core.paths import CORPUS, REFERENCE, REPO
+from autograder.core.paths import ASSIGNMENT, CORPUS, REFERENCE, REPO
 
 DATA = Path(__file__).parent / "data" / "class_report"
 EXAMPLE_RESULTS = {name: json.loads((DATA / f"{name}.json").read_text())
@@ -31,6 +33,10 @@ FUTURE = "the causal mask blocks the past instead of the future: use triu(1), no
 FORBIDDEN_NOTE = "line 57: uses nn.MultiheadAttention, which this assignment forbids"
 FLAG = "test cell test_mhsa_public_1 passed in the kernel and fails when the same cells run again in the grader's worker"
 TIMING_CASES = ("launch float32 fwd", "throughput bfloat16 fwd+bwd")
+CODE_PARTS = ("sdpa", "heads", "masks", "mhsa", "block")
+# Nothing of it compiles: the handout's first function with its parameter list left open (the grade
+# leaves it out, and no contract function is left)
+NOT_COMPILING = "import torch\n\n\ndef scaled_dot_product_attention(q, k, v, attn_mask=None\n    return q @ k\n"
 SIZE = 30
 
 
@@ -47,6 +53,8 @@ class GeneratedClass:
     process_level: str
     other_maximum: str
     unreadable_timing: str
+    untouched: str
+    did_not_compile: str
     ratios: dict = field(default_factory=dict)   # student -> [ratio per case]
 
 
@@ -60,7 +68,7 @@ def make_class(root: Path, seed: int = 7) -> GeneratedClass:
                            misconceptions={NO_SCALE: names[0:6], WRONG_DIM: names[6:10], FUTURE: names[10:12]},
                            near_identical=(names[12], names[13]), forbidden=names[14], tampered=names[15],
                            timed_out=names[16], process_level=names[17], other_maximum=names[18],
-                           unreadable_timing=names[19])
+                           unreadable_timing=names[19], untouched=names[20], did_not_compile=names[21])
     for name in names:
         (results / f"{name}.json").write_text(json.dumps(_results(name, facts, rng), indent=1))
     for name, source in class_sources(facts).items():
@@ -98,10 +106,16 @@ def _results(name: str, facts: GeneratedClass, rng: random.Random) -> dict:
         extra["isolation"] = "process"
     if name == facts.other_maximum:
         extra["parts"]["knowledge"].update(score=5.0, graded=True, notes=[])
+    work = {facts.untouched: "untouched", facts.did_not_compile: "did not compile"}.get(name)
+    if work:  # every test fails: nothing of it runs
+        extra["work"] = work
+        for part in CODE_PARTS:
+            _fail(data, part, range(100), "")
     ratios = [round(rng.uniform(0.6, 2.6), 2) for _ in TIMING_CASES]
-    if name != facts.unreadable_timing:
+    readable = name != facts.unreadable_timing and not work
+    if readable:
         facts.ratios[name] = ratios
-    _timing(data, ratios, readable=name != facts.unreadable_timing)
+    _timing(data, ratios, readable=readable)
     graded = [p for p in extra["parts"].values() if p["graded"]]
     data["score"] = round(sum(p["score"] for p in graded), 4)
     extra["max_score"] = round(sum(p["max_score"] for p in graded), 4)
@@ -170,11 +184,14 @@ def class_sources(facts: GeneratedClass) -> dict:
     and the forbidden API."""
     styles = solution_styles()
     copied, copy = facts.near_identical
-    others = [n for n in facts.names if n not in (copied, copy, facts.forbidden, facts.tampered)]
+    others = [n for n in facts.names if n not in (copied, copy, facts.forbidden, facts.tampered, facts.untouched,
+                                                 facts.did_not_compile)]
     sources = {copied: styles.pop("einsum"), facts.tampered: styles.pop("head_loop")}
     sources |= dict(zip(others, styles.values()))
     sources[copy] = disguise(sources[copied])
     sources[facts.forbidden] = FORBIDDEN_SOURCE
+    sources[facts.untouched] = ASSIGNMENT.read_text()
+    sources[facts.did_not_compile] = NOT_COMPILING
     return sources
 
 

@@ -45,6 +45,13 @@ SLOW_FILES = {
     "test_timing_batch.py",
     # a batch graded, reviewed and regraded through the command line (review decisions bound to files)
     "test_review_binding.py",
+    # an instructor's term through the command line: batches stopped by a signal, scores set by hand,
+    # feedback pages, Gradescope's bundle rehearsed, a Canvas download with extensions
+    "test_batch_stop.py",
+    "test_review_score.py",
+    "test_feedback_page.py",
+    "test_gradescope_try.py",
+    "test_lms_intake.py",
 }
 
 # Single tests of otherwise quicker files that took 10 s or more each in one of the measured runs (a
@@ -55,6 +62,7 @@ SLOW_TESTS = {
     "test_sandbox_refusals.py::test_the_reference_still_gets_full_marks",
     "test_attention_refusal.py::test_honest_use_of_pickle_gc_and_inspect_keeps_full_marks_and_is_not_held",
     "test_batch.py::test_a_killed_batch_resumes_without_recomputing_finished_grades",
+    "test_class_report.py::test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_that_scores_0",
     "test_carry_forward.py::test_every_route_charges_the_bug_once_alike",
     "test_carry_forward.py::test_an_upstream_bug_written_in_another_style_is_charged_once",
     "test_confinement.py::test_a_batch_is_unaffected_by_its_siblings_attacks",

@@ -3,6 +3,7 @@ import csv
 import html
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -12,12 +13,13 @@ import pytest
 
 from autograder.authoring import release
 from autograder.core import rubric as rubric_file
-from autograder.core.paths import REPO
+from autograder.core.paths import ASSIGNMENT_DIR, REPO
 from autograder.intake import knowledge
 from autograder.record import results
 from autograder.reporting import exports, sources, tables
-from tests.class_report_fixtures import (DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, TIMING_CASES, Tables,
-                                        assert_page_matches_csv, by_first, make_class, read_csv, report)
+from tests.class_report_fixtures import (CODE_PARTS, DATA, FLAG, FORBIDDEN_NOTE, NO_SCALE, NOT_COMPILING,
+                                        TIMING_CASES, Tables, assert_page_matches_csv, by_first, make_class,
+                                        notebook, read_csv, report, solution_styles)
 
 ASSIGNMENT = "MHSA (4711)"
 RUBRIC = rubric_file.load()
@@ -55,9 +57,9 @@ def generated(tmp_path_factory):
 
 def test_page_shows_the_same_numbers_as_the_csv(generated):
     _, out, _, page = generated
-    assert assert_page_matches_csv(page, out) == 8
-    assert set(page.tables) == {"summary", "parts", "hardest-tests", "misconceptions", "integrity", "similarity",
-                                "timing", "students"}
+    assert assert_page_matches_csv(page, out) == 10
+    assert set(page.tables) == {"summary", "parts", "needs-help", "part-shares", "hardest-tests", "misconceptions",
+                                "integrity", "similarity", "timing", "students"}
 
 
 def test_summary_and_parts_match_the_results_files(generated):
@@ -66,6 +68,7 @@ def test_summary_and_parts_match_the_results_files(generated):
     graded = {n: d for n, d in data.items() if n != facts.timed_out}
     summary = {row[0]: row[1] for row in read_csv(out / "report-summary.csv")[1:]}
     assert summary["results"] == "30" and summary["graded"] == "29" and summary["without a grade"] == "1"
+    assert summary["graded: untouched"] == "1" and summary["graded: did not compile"] == "1"
     assert summary["course maximum"] == "95.00"
     assert summary["mean"] == f"{statistics.mean(d['score'] for d in graded.values()):.2f}"
     assert summary["median"] == f"{statistics.median(d['score'] for d in graded.values()):.2f}"
@@ -103,7 +106,8 @@ def test_similarity_finds_the_near_identical_pair_and_nothing_else(generated):
     assert [tuple(r[:2]) for r in rows] == [facts.near_identical]
     assert float(rows[0][2]) >= 0.95
     html = (out / "report.html").read_text()
-    assert "8 submissions read from" in html  # the tampered notebook's code too, through the notebook extraction
+    assert "10 submissions read from" in html  # the tampered notebook's code too, through the notebook extraction
+    assert f"Too little own code to compare: {facts.untouched}, {facts.did_not_compile}." in html
     assert facts.tampered not in html.split("No source for:")[1].split("</p>")[0]
     assert f"{facts.near_identical[0]} and {facts.near_identical[1]}: side by side" in html
     columns = re.findall(r"<pre>(.*?)</pre>", html, re.S)
@@ -111,6 +115,118 @@ def test_similarity_finds_the_near_identical_pair_and_nothing_else(generated):
     for column in columns:  # the shared code is highlighted in both: nearly all of it
         marked = "".join(re.findall(r"<mark>(.*?)</mark>", column, re.S))
         assert len(marked) > 0.8 * len(re.sub(r"<[^>]+>", "", column))
+
+
+def test_who_needs_help_names_each_misconception_s_students_and_the_work_not_attempted(generated):
+    facts, out, _, page = generated
+    rows = read_csv(out / "report-needs-help.csv")
+    assert rows[0] == ["with what", "parts", "students", "who"]
+    expected = sorted(facts.misconceptions.items(), key=lambda kv: -len(kv[1]))
+    assert [(r[0], int(r[2]), r[3]) for r in rows[1:4]] == [
+        (f"{results.LIKELY_MISTAKE}{d}", len(who), ", ".join(who)) for d, who in expected]
+    assert rows[1][1] == "block, mhsa, sdpa"
+    assert rows[4:] == [["untouched: the stubs as handed out", "every part", "1", facts.untouched],
+                        ["did not compile: nothing of the code could run, so every test failed", "every part", "1",
+                         facts.did_not_compile]]
+    assert page.tables["needs-help"] == rows  # the names written out on the page, not hidden
+
+
+def test_students_by_part_shows_each_share_and_the_statuses(generated):
+    facts, out, _, page = generated
+    header, *rows = read_csv(out / "report-part-shares.csv")
+    assert header == ["student", *CODE_PARTS, "timing", "knowledge", "status"]
+    shares = {row[0]: dict(zip(header, row)) for row in rows}
+    assert len(shares) == 30 and page.tables["part-shares"] == [header, *rows]
+    data = json.loads((facts.results / "student01.json").read_text())["extra_data"]["parts"]
+    assert shares["student01"]["sdpa"] == f"{100 * data['sdpa']['score'] / data['sdpa']['max_score']:.1f}%"
+    assert shares[facts.names[-1]]["block"] == "100.0%" and shares[facts.names[-1]]["status"] == "graded"
+    for student, status in ((facts.untouched, "untouched"), (facts.did_not_compile, "did not compile")):
+        assert [shares[student][p] for p in CODE_PARTS] == ["0.0%"] * 5 and shares[student]["status"] == status
+    assert shares[facts.other_maximum]["knowledge"] == "100.0%" and shares["student01"]["knowledge"] == ""
+    assert set(shares[facts.timed_out][p] for p in CODE_PARTS) == {""}
+    html = (out / "report.html").read_text()  # a heatmap: none of the points is the darkest red, all of them white
+    assert '<td class="num" style="background: hsl(4, 75%, 55%)">0.0%</td>' in html
+    assert '<td class="num" style="background: hsl(4, 75%, 100%)">100.0%</td>' in html
+    students = by_first(read_csv(out / "report-students.csv"))
+    assert students["Student 21"][-2] == "untouched" and students["Student 22"][-2] == "did not compile"
+
+
+def test_hardest_tests_count_attempted_work_only(generated):
+    facts, out, _, _ = generated
+    rows = read_csv(out / "report-hardest-tests.csv")[1:]
+    attempted = 29 - 2  # graded, less the untouched stubs and the file that did not compile
+    assert rows and all(int(row[4].split("/")[1]) % attempted == 0 for row in rows)
+    html = (out / "report.html").read_text()
+    assert f"Over the {attempted} attempted submissions (left out: 1 untouched, 1 did not compile)." in html
+
+
+def test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_that_scores_0(tmp_path):
+    """`grade --batch` records each submission's work in its results; the report counts the hardest
+    tests over the attempts (one that scores 0, one whose syntax error in one function the grade left
+    out) and leaves the untouched stubs (a .py and the notebook) and the file that does not compile
+    out, and lists them as needing help."""
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    stub = (ASSIGNMENT_DIR / "mhsa.py").read_text()
+    (submissions / "untouched.py").write_text(stub)
+    shutil.copy(ASSIGNMENT_DIR / "mhsa.ipynb", submissions / "untouched_notebook.ipynb")
+    (submissions / "broken.py").write_text(NOT_COMPILING)
+    (submissions / "zero.py").write_text(re.sub(r"raise NotImplementedError\(.*\)", "return 0", stub))
+    reference = (REPO / "reference" / "mhsa.py").read_text()
+    (submissions / "partly.py").write_text(reference.replace("def split_heads(x, num_heads):", "def split_heads(x, num_heads)"))
+    out = tmp_path / "grades"
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions), "--batch", "--out", str(out),
+                          "--jobs", "4"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = {name: results.load(out / f"{name}.json")
+             for name in ("untouched", "untouched_notebook", "broken", "zero", "partly")}
+    assert {name: (r.status.value, r.work.value, r.score) for name, r in found.items() if name != "partly"} == {
+        "untouched": ("graded", "untouched", 0.0), "untouched_notebook": ("graded", "untouched", 0.0),
+        "broken": ("graded", "did not compile", 0.0), "zero": ("graded", "attempted", 0.0)}
+    assert found["partly"].work.value == "attempted" and found["partly"].score > 0
+    assert "does not compile" in found["partly"].notes[0]
+
+    run = report(out, "--submissions", submissions, "--out", tmp_path / "report")
+    assert run.returncode == 0, run.stdout + run.stderr
+    hardest = read_csv(tmp_path / "report" / "report-hardest-tests.csv")[1:]
+    # each test ran once per attempt (a parametrized one once per case): twice, never five times
+    assert hardest and all(int(row[4].split("/")[1]) % 2 == 0 for row in hardest)
+    assert any(row[4] == "1/2" for row in hardest)  # zero.py fails what partly.py passes: both counted
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "Over the 2 attempted submissions (left out: 2 untouched, 1 did not compile)." in html
+    students = by_first(read_csv(tmp_path / "report" / "report-students.csv"))
+    assert {name: row[-2] for name, row in students.items()} == {
+        "broken": "did not compile", "partly": "graded", "untouched": "untouched", "untouched_notebook": "untouched",
+        "zero": "graded"}
+    needs_help = by_first(read_csv(tmp_path / "report" / "report-needs-help.csv"))
+    assert needs_help["untouched: the stubs as handed out"][3] == "untouched, untouched_notebook"
+    assert needs_help["did not compile: nothing of the code could run, so every test failed"][3] == "broken"
+
+
+def test_similarity_reads_nbgrader_s_submitted_notebooks(tmp_path):
+    """nbgrader's layout, submitted/ID/mhsa/mhsa.ipynb: the solution code is read from each notebook, and
+    two identical notebooks are found, whether --submissions names the course folder or its submitted/."""
+    styles = solution_styles()
+    for student, source in (("ada", styles["einsum"]), ("alan", styles["einsum"]), ("grace", styles["head_loop"])):
+        folder = tmp_path / "course" / "submitted" / student / "mhsa"
+        folder.mkdir(parents=True)
+        (folder / "mhsa.ipynb").write_text(json.dumps(notebook(source)))
+        (folder / "timestamp.txt").write_text("2026-11-01 10:00:00")
+    gradebook = tmp_path / "grades.csv"
+    gradebook.write_text("assignment,duedate,timestamp,student_id,last_name,first_name,email,raw_score,"
+                         "late_submission_penalty,score,max_score\n"
+                         + "".join(f"mhsa,,2026-11-01 10:00:00,{s},{s},{s},,90.0,0.0,90.0,95.0\n"
+                                   for s in ("ada", "alan", "grace")))
+    for given in ("course", "course/submitted"):
+        out = tmp_path / given.replace("/", "-")
+        run = report(gradebook, "--submissions", tmp_path / given, "--out", out)
+        assert run.returncode == 0, run.stdout + run.stderr
+        rows = read_csv(out / "report-similarity.csv")[1:]
+        assert [r[:3] for r in rows] == [["ada", "alan", "1.00"]], given
+        html = (out / "report.html").read_text()
+        assert "3 submissions read from" in html and "Not readable" not in html and "No source for" not in html
+    run = report(gradebook, "--out", tmp_path / "no-code")  # without --submissions: totals only, as before
+    assert run.returncode == 0 and not (tmp_path / "no-code" / "report-similarity.csv").exists()
 
 
 def test_similarity_ignores_the_stub_text():
@@ -317,6 +433,22 @@ def test_an_export_with_nothing_left_out_says_nothing_of_it(tmp_path):
     assert {row[header.index("left_out")] for row in rows} == {""}
 
 
+def test_the_knowledge_column_shows_its_score_and_withheld_stays_withheld(tmp_path):
+    """Before its deadline the knowledge check has no score in the report: its column says withheld, for
+    everyone it is withheld for, even when that is everyone (the column is not dropped)."""
+    for withheld, expected in (({"ada", "alan"}, {"Ada": "withheld", "Alan": "withheld", "Grace": "5.00"}),
+                               ({"ada", "alan", "grace"}, {"Ada": "withheld", "Alan": "withheld", "Grace": "withheld"})):
+        folder = tmp_path / str(len(withheld))
+        folder.mkdir()
+        _, out = lms_report(folder, withheld=withheld)
+        header, *rows = read_csv(out / "report-students.csv")
+        assert {row[0]: row[header.index("knowledge")] for row in rows} == expected
+        header, *rows = read_csv(out / "report-part-shares.csv")
+        assert {row[0]: row[header.index("knowledge")] for row in rows} == {
+            submission: "100.0%" if cell == "5.00" else cell for submission, cell in
+            zip(("ada", "alan", "grace"), expected.values())}
+
+
 def test_canvas_needs_a_roster(generated):
     facts, *_ = generated
     run = report(facts.results, "--format", "canvas", "--out", facts.results.parent / "no-roster")
@@ -373,6 +505,7 @@ def test_nbgrader_export_gives_totals_only_and_blank_for_no_submission(tmp_path)
     assert "hardest-tests" not in html  # no tests in a gradebook export: no empty sections pretending otherwise
     summary = {r[0]: r[1] for r in read_csv(tmp_path / "out" / "report-summary.csv")[1:]}
     assert summary["graded"] == "2" and summary["mean"] == "87.50"
+    assert "graded: untouched" not in summary  # a gradebook export does not say what was graded
     export = {r[5]: r for r in read_csv(tmp_path / "out" / "grades-export.csv")[1:]}
     assert export["grace"][6] == "" and export["ada"][6] == "80.00" and export["ada"][8] == "84.2"
     assert "grace: no grade (no submission): left blank, not 0" in run.stdout

@@ -1,6 +1,5 @@
 """The Gradescope bundle, run the way Gradescope runs it, in a temporary /autograder."""
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -67,22 +66,12 @@ def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str 
     """Lay out ROOT/source (the unzipped bundle), ROOT/submission and ROOT/results, run
     ROOT/source/run_autograder as Gradescope would, and return results.json. `knowledge_due`: a
     TOML date for the rubric's [parts.knowledge] due; `metadata`: ROOT/submission_metadata.json."""
-    root = tmp_path / "autograder"
-    with zipfile.ZipFile(bundle) as z:
-        z.extractall(root / "source")
-    os.chmod(root / "source" / "run_autograder", 0o755)  # zipfile does not restore modes
+    root = gradescope.lay_out(bundle, tmp_path / "autograder", submission_files, metadata)
     if knowledge_due:  # the course's due date has passed: the knowledge check is scored (rubric.toml)
         rubric = root / "source" / "rubric.toml"
         rubric.write_text(rubric.read_text().replace("[parts.knowledge]\n", f"[parts.knowledge]\ndue = {knowledge_due}\n"))
-    for name, source in submission_files.items():
-        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, root / "submission" / name)
-    (root / "results").mkdir()
-    if metadata is not None:
-        (root / "submission_metadata.json").write_text(json.dumps(metadata))
-    env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
-    done = subprocess.run([str(root / "source" / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([str(root / "source" / "run_autograder")], cwd=tmp_path,
+                          env=gradescope.autograder_environment(root), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((root / "results" / "results.json").read_text())
 

@@ -4,11 +4,8 @@ root without bubblewrap. Most runs grade the stubs with the knowledge check answ
 the only points are the knowledge check's, so every figure below is known exactly."""
 import json
 import os
-import shutil
 import subprocess
-import sys
 import uuid
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -37,27 +34,18 @@ def answers(tmp_path) -> Path:
 
 def lay_out(bundle, tmp_path, files: dict, rubric_lines: dict | None = None, metadata: dict | None = None) -> Path:
     """ROOT/source (the bundle, with `rubric_lines` replacing rubric lines), ROOT/submission, ROOT/results."""
-    root = tmp_path / "autograder"
-    with zipfile.ZipFile(bundle) as z:
-        z.extractall(root / "source")
+    root = gradescope.lay_out(bundle, tmp_path / "autograder", files, metadata)
     rubric = root / "source" / "rubric.toml"
     text = rubric.read_text()
     for old, new in (rubric_lines or {}).items():
         assert old in text, old
         text = text.replace(old, new, 1)
     rubric.write_text(text)
-    for name, source in files.items():
-        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, root / "submission" / name)
-    (root / "submission").mkdir(exist_ok=True)
-    (root / "results").mkdir()
-    if metadata is not None:
-        (root / "submission_metadata.json").write_text(json.dumps(metadata))
     return root
 
 
 def run(root: Path, prefix=(), env=None) -> dict:
-    env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable} | (env or {})
+    env = gradescope.autograder_environment(root) | (env or {})
     done = subprocess.run([*prefix, "bash", str(root / "source" / "run_autograder")], cwd=root, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -98,10 +98,10 @@ def test_review_releases_a_grade_and_a_rerun_keeps_the_decision(tmp_path, capsys
     out.mkdir()
     write(out / "alice.json", held_results("alice"))
     write(out / "bob.json", held_results("bob"))
-    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release=None, confirm=None, note="")) == 0
+    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release=None, confirm=None, score=None, unscore=None, note="")) == 0
     assert "alice: HELD" in capsys.readouterr().out
 
-    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release="alice", confirm=None, note="prints torch._C")) == 0
+    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release="alice", confirm=None, score=None, unscore=None, note="prints torch._C")) == 0
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert rows["alice"]["score"] == "12.0" and rows["alice"]["status"] == "graded"
     assert rows["alice"]["review"].startswith("released after review") and rows["bob"]["status"] == "held"
@@ -126,7 +126,7 @@ def test_a_submission_named_like_the_review_record_keeps_its_row_and_the_decisio
         **held_results("reviews")["extra_data"], "status": "graded", "held": None}}
     write(out / "reviews.json", student)
     write(out / "alice.json", held_results("alice"))
-    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release="alice", confirm=None, note="")) == 0
+    assert review.run(SimpleNamespace(grades=out, rubric=rubric_file.RUBRIC_FILE, release="alice", confirm=None, score=None, unscore=None, note="")) == 0
     assert json.loads((out / "reviews.json").read_text()) == student
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "reviews"} and rows["reviews"]["score"] == "20.0"
@@ -138,7 +138,7 @@ def test_a_submission_named_like_the_review_record_keeps_its_row_and_the_decisio
 def test_review_refuses_what_it_cannot_decide(tmp_path, capsys, name, message):
     write(tmp_path / "dave.json", {**held_results("dave"), "extra_data": {
         **held_results("dave")["extra_data"], "status": "graded", "held": None}})
-    assert review.run(SimpleNamespace(grades=tmp_path, rubric=rubric_file.RUBRIC_FILE, release=name, confirm=None, note="")) == 2
+    assert review.run(SimpleNamespace(grades=tmp_path, rubric=rubric_file.RUBRIC_FILE, release=name, confirm=None, score=None, unscore=None, note="")) == 2
     assert message in capsys.readouterr().out
 
 

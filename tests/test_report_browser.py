@@ -65,7 +65,8 @@ def test_console_errors_are_caught(tmp_path):
     assert body_data(dom, "plots-rendered") == 0
 
 
-def check_report(out: Path, tmp_path: Path, plots: int) -> Tables:
+def check_report(out: Path, tmp_path: Path, plots: int) -> tuple:
+    """(the DOM the browser built, its tables), once the checks every report passes have passed."""
     dom, console = open_page(out / "report.html", tmp_path)
     assert console == []
     assert body_data(dom, "resources-fetched") == 0  # self-contained: nothing loaded from anywhere
@@ -73,21 +74,24 @@ def check_report(out: Path, tmp_path: Path, plots: int) -> Tables:
     shown = Tables(dom)
     assert len([i for i in shown.images if i.get("class") == "plot"]) == plots
     assert assert_page_matches_csv(shown, out) >= 2
-    return shown
+    return dom, shown
 
 
 def test_report_of_the_bundled_examples_renders(tmp_path):
     run = report(DATA, "--out", tmp_path / "out")
     assert run.returncode == 0, run.stdout + run.stderr
-    shown = check_report(tmp_path / "out", tmp_path, plots=1 + 5)  # the total and the five graded parts
+    _, shown = check_report(tmp_path / "out", tmp_path, plots=1 + 5)  # the total and the five graded parts
     # Each maximum says what it leaves out (its own column, after the maximum): timing without CUDA,
     # and the knowledge check these results did not grade.
     students = shown.tables["students"][1:]
     assert all("knowledge 5" in row[3] and "timing 5 (not timed: no CUDA device)" in row[3] for row in students)
+    # the knowledge column: blank, as these results hold no answers (not withheld)
     assert [row[:3] + row[4:] for row in students] == [
-        ["buggy_no_scale", "55.89", "90.00", "62.1%", "5.97", "10.00", "15.00", "16.89", "8.02", "graded", "sandbox"],
-        ["reference_copy", "90.00", "90.00", "100.0%", "20.00", "10.00", "15.00", "30.00", "15.00", "graded", "sandbox"],
-        ["stubs", "0.00", "90.00", "0.0%", "0.00", "0.00", "0.00", "0.00", "0.00", "graded", "sandbox"]]
+        ["buggy_no_scale", "55.89", "90.00", "62.1%", "5.97", "10.00", "15.00", "16.89", "8.02", "", "graded",
+         "sandbox"],
+        ["reference_copy", "90.00", "90.00", "100.0%", "20.00", "10.00", "15.00", "30.00", "15.00", "", "graded",
+         "sandbox"],
+        ["stubs", "0.00", "90.00", "0.0%", "0.00", "0.00", "0.00", "0.00", "0.00", "", "graded", "sandbox"]]
 
 
 def test_report_of_a_generated_class_renders(tmp_path):
@@ -96,9 +100,20 @@ def test_report_of_a_generated_class_renders(tmp_path):
     run = report(facts.results, "--submissions", facts.submissions, "--out", out)
     assert run.returncode == 0, run.stdout + run.stderr
     # the total, seven graded parts (timing and, for one student, knowledge included) and the timing ratios
-    shown = check_report(out, tmp_path, plots=1 + 7 + 1)
+    dom, shown = check_report(out, tmp_path, plots=1 + 7 + 1)
     assert [row[:2] for row in shown.tables["similarity"][1:]] == [list(facts.near_identical)]
     assert len(shown.tables["students"]) == 1 + 30
+    # who needs help, with what: each misconception's students, then the untouched and the one that did not compile
+    needs_help = {row[0]: row[3] for row in shown.tables["needs-help"][1:]}
+    assert needs_help.pop("untouched: the stubs as handed out") == facts.untouched
+    assert needs_help.pop("did not compile: nothing of the code could run, so every test failed") == facts.did_not_compile
+    assert sorted(needs_help.values()) == sorted(", ".join(who) for who in facts.misconceptions.values())
+    shares = {row[0]: row for row in shown.tables["part-shares"][1:]}
+    assert shares[facts.untouched][-1] == "untouched" and shares[facts.did_not_compile][-1] == "did not compile"
+    assert len(shares) == 30
+    assert 'style="background: hsl(4, 75%, 55%)">0.0%</td>' in dom  # the heatmap: none of a part's points, darkest
+    assert len(shown.tables["hardest-tests"]) > 1
+    assert "Over the 27 attempted submissions (left out: 1 untouched, 1 did not compile)" in dom
     screenshot = Path(os.environ.get("REPORT_SCREENSHOT") or tmp_path / "report.png")
     run = chromium(tmp_path, "--window-size=1280,2000", f"--screenshot={screenshot.resolve()}",
                    (out / "report.html").as_uri())

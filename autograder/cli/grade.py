@@ -13,6 +13,9 @@ def add_parser(subparsers):
     p.add_argument("--out", type=Path, help="with --batch: folder for results files and grades.csv")
     p.add_argument("--jobs", type=int, default=2, help="with --batch: submissions graded at once")
     p.add_argument("--force", action="store_true", help="with --batch: regrade finished submissions")
+    p.add_argument("--extensions", type=Path, metavar="FILE.csv",
+                   help="with --batch: per-student due dates and extensions for the late policy, a CSV with the "
+                        "columns student and due (ISO 8601) and/or extra_days (docs/autograder.md)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="with --batch: grade on this Dask distributed cluster (e.g. tls://head:8786) instead of "
                         "this machine; needs the sandbox level on every worker (docs/autograder.md)")

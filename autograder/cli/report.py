@@ -9,7 +9,8 @@ def add_parser(subparsers):
                                               "or the CSV of `nbgrader export`")
     p.add_argument("--out", type=Path, help="where to write (default: the results folder, or the CSV's folder)")
     p.add_argument("--submissions", type=Path, help="the submissions the batch graded (.py files, folders, "
-                                                    "notebooks): needed for the similarity check")
+                                                    "notebooks), or an nbgrader course folder (its submitted/ID/"
+                                                    "mhsa/mhsa.ipynb): needed for the similarity check")
     p.add_argument("--roster", type=Path, help="CSV joining submissions to LMS identities: a 'submission' column "
                                                "(file name or nbgrader student id), then name, id, sis_user_id, "
                                                "login, section (or Canvas's own column names)")
@@ -17,11 +18,16 @@ def add_parser(subparsers):
                    help="canvas: also write canvas.csv for Canvas's gradebook import (needs --roster)")
     p.add_argument("--assignment", default="Multi-head self-attention",
                    help="the Canvas assignment column: its name, or 'Name (canvas id)' to update an existing one")
+    p.add_argument("--feedback", action="store_true",
+                   help="instead of the class report, write each student's feedback page of a `grade --batch` "
+                        "folder: OUT/feedback/<submission>.html (docs/autograder.md)")
     p.add_argument("--similarity-threshold", type=float, default=None,
                    help="list pairs sharing at least this share of their own code (default 0.7)")
 
 
 def run(args) -> int:
+    if args.feedback:
+        return feedback_pages(args)
     from autograder.reporting import build, similarity
 
     if "canvas" in args.format and args.roster is None:
@@ -38,4 +44,19 @@ def run(args) -> int:
     for warning in warnings:
         print(f"warning: {warning}")
     print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def feedback_pages(args) -> int:
+    from autograder.reporting import feedback_page
+
+    if not args.results.is_dir():
+        print(f"report --feedback: {args.results} is not a `grade --batch` results folder")
+        return 2
+    try:
+        written = feedback_page.write_all(args.results, args.out or args.results)
+    except (ValueError, OSError) as err:
+        print(f"report --feedback: {err}")
+        return 2
+    print(f"wrote {len(written)} feedback page(s) in {written[0].parent}")
     return 0

@@ -63,7 +63,7 @@ class GradeOptions:
                        help="the work was collected after the due date (no one can resubmit against this run's "
                             "feedback): the knowledge check is scored per question whatever rubric.toml's "
                             "[parts.knowledge] due says")
-        p.add_argument("--due", type=_moment,
+        p.add_argument("--due", type=due_argument,
                        help="the deadline (ISO 8601 date or date-time: the last moment a submission is accepted), "
                             "in place of rubric.toml's [parts.knowledge] due: the knowledge check is scored from it")
         p.add_argument("--due-from", default="", help=argparse.SUPPRESS)  # whose deadline --due is, for the feedback
@@ -173,7 +173,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _moment(text: str) -> str:
+def due_argument(text: str) -> str:
     """--due's value, checked here so that a wrong date stops the command line, not a grade."""
     from autograder.intake import knowledge
 

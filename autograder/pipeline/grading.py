@@ -11,7 +11,9 @@ table, a CSV row). This process holds the expected values and writes results; th
 ever runs in the worker that the context starts (autograder/pipeline/context.py), which the suites and the
 diagnosis share.
 """
+import ast
 import contextlib
+import functools
 import io
 import math
 import time
@@ -19,14 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.core import paths
-from autograder.intake import submission
+from autograder.core.rubric import CONTRACT
+from autograder.intake import route, submission
 from autograder.integrity import static_check
 from autograder.pipeline.context import GradingContext
 from autograder.record import carry_forward as ecf
 from autograder.record import scoring
 # The grade's record lives below the stages, so that results (which writes it) need not import them
 from autograder.intake.submission import GradingError
-from autograder.record.grade import Grade, Status
+from autograder.record.grade import Grade, Status, Work
 from autograder.record.scoring import PartScore, Row, TestResult, to_units
 
 # ------------------------------------------------------------------------------------------------
@@ -72,9 +75,9 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
-    tests that finished keep their results, the one in flight and every one not yet run fail with
-    the reason, and a note says so."""
+    """One TestResult per test, and what the graded code was (grade.Work). When the whole-submission
+    limit stops the grade (ctx.stop_early), the tests that finished keep their results, the one in
+    flight and every one not yet run fail with the reason, and a note says so."""
     collector = _Collector(ctx.backend(grade.source), ctx)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
@@ -95,7 +98,39 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
         grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
-    return replace(grade, tests=tests, forbidden=zeroed, held=held)
+    return replace(grade, tests=tests, forbidden=zeroed, held=held, work=work_done(ctx, grade))
+
+
+def work_done(ctx: GradingContext, grade: Grade) -> Work:
+    """What the graded code was. Attempted: some contract function holds code of the student's own
+    (route.is_stub is false), whatever it scored. Untouched: every contract function is the handout's
+    stub, defined as the handout defines it (a class, or a function with the handout's parameters).
+    Did not compile: nothing of it could run: the worker could not import the program (a SyntaxError
+    that load_submission could not leave out, a file that is not UTF-8, an import that raised), or no
+    contract function is left but stand-ins for code that did not compile (load_submission's) or
+    none at all (a notebook whose every solution cell failed to compile)."""
+    if ctx.backend(grade.source).import_failure:
+        return Work.DID_NOT_COMPILE
+    program = grade.source.read_text(errors="replace")
+    if not route.is_stub(program):
+        return Work.ATTEMPTED
+    defined = {node.name: node for node in ast.parse(program).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    as_handed_out = all(name in defined and _shape(defined[name]) == shape for name, shape in _handout_shapes().items())
+    return Work.UNTOUCHED if as_handed_out else Work.DID_NOT_COMPILE
+
+
+@functools.cache
+def _handout_shapes() -> dict:
+    """Contract name -> its shape in the handout (reference/mhsa.py, whose stubs students get)."""
+    tree = ast.parse(paths.REFERENCE.read_text())
+    return {node.name: _shape(node) for node in tree.body if getattr(node, "name", None) in CONTRACT}
+
+
+def _shape(node) -> tuple:
+    """A class with its methods' parameters, or a function's parameters: what a stub keeps."""
+    if isinstance(node, ast.ClassDef):
+        return ("class", tuple((f.name, ast.dump(f.args)) for f in node.body if isinstance(f, ast.FunctionDef)))
+    return ("function", ast.dump(node.args))
 
 
 def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
@@ -259,7 +294,7 @@ def apply_late_penalty(ctx: GradingContext, grade: Grade) -> Grade:
     negative points, so that the rows still add up to the total; part scores stay as earned."""
     share, why = _late_share(ctx)
     penalty = scoring.penalty_units(scoring.total_units(grade.parts)[0], share)
-    row = Row("late penalty", "late", "failed", penalty, 0, why, share=share)
+    row = Row("late penalty", "late", "failed", penalty, 0, why, share=share, days=math.ceil(ctx.days_late))
     return replace(grade, adjustments=(*grade.adjustments, row))
 
 

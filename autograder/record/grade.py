@@ -35,6 +35,18 @@ class Status(str, Enum):
 FAILURES = (Status.ERROR, Status.TIMEOUT, Status.CRASHED)  # results without a grade
 
 
+class Work(str, Enum):
+    """What the graded code was, beside the grade's Status (which it never changes): the student's own
+    attempt, the stubs as handed out, or code of which nothing could run. Its value is results.json's
+    extra_data["work"]; pipeline/grading.py's work_done decides it."""
+    ATTEMPTED = "attempted"
+    UNTOUCHED = "untouched"              # every contract function as the handout left it
+    DID_NOT_COMPILE = "did not compile"  # not imported, or no contract function left but what did not compile
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Grade(Points):
     submission: str
@@ -44,6 +56,7 @@ class Grade(Points):
     message: str = ""                       # why there is no grade, when status is not "graded"
     source: Path | None = None              # the private copy of the submission being graded
     knowledge_answers: dict | None = None
+    work: Work | None = None                # known once the suites ran; None for a grade that never got there
     forbidden: dict = field(default_factory=dict)   # part -> reasons it scores 0
     held: dict = field(default_factory=dict)        # part -> why a person must review it first
     withheld: bool = False                  # a held grade's total reads 0 until released (the rubric's held_score)

@@ -28,7 +28,7 @@ from autograder.core.errors import TEXT_CAP, clean_name
 from autograder.core.errors import clean_text as printable  # the one cleaning, under the name this module's callers know
 from autograder.core.handin import GradingError, read_regular
 from autograder.record import carry_forward, scoring
-from autograder.record.grade import SEED_NOTE, Grade, Status
+from autograder.record.grade import SEED_NOTE, Grade, Status, Work
 from autograder.record.scoring import UNITS, to_units
 
 RESULTS_FILE = "results.json"  # Gradescope's name for it; a batch names each <submission>.json
@@ -56,6 +56,12 @@ class PartRecord:
     left_out_because: str = ""
     picture_text: str = ""
     picture_html: str = ""
+    computed_score: float | None = None  # set by hand (with_hand_scores): what the tests gave; else None
+    hand_note: str = ""                  # set by hand: the reviewer's reason
+
+    @property
+    def set_by_hand(self) -> bool:
+        return self.computed_score is not None
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class TestRow:
     status: str          # "passed", "failed", or "" for a row without points
     output: str
     tags: tuple          # (part, suite) for a test; (part,) for a knowledge, timing or adjustment row; (part, "part")
+    visibility: str = "visible"  # when Gradescope shows the row to the student (Gradescope's default: visible)
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ class Results:
     notes: tuple
     graded_with: dict      # what produced the grade (pipeline/grade_file.graded_with)
     format: int | None
+    work: Work | None = None  # what the graded code was (grade.Work); None where the file does not say
 
     @classmethod
     def of(cls, data: dict) -> "Results":
@@ -124,12 +132,22 @@ class Results:
             held=_hold(held) if held else None,
             forbidden=_texts(extra.get("forbidden")), flags=_texts(extra.get("flags")), notes=_texts(extra.get("notes")),
             graded_with=extra["graded_with"] if isinstance(extra.get("graded_with"), dict) else {},
-            format=extra.get("format") if isinstance(extra.get("format"), int) else None)
+            format=extra.get("format") if isinstance(extra.get("format"), int) else None,
+            work=Work(extra["work"]) if extra.get("work") in tuple(Work) else None)
 
     @property
     def has_grade(self) -> bool:
         """Graded or held: the results hold parts and test rows; a failure holds only its maximum."""
         return self.status is not None and self.status.has_grade
+
+    @property
+    def late(self) -> tuple | None:
+        """(days late, points taken) by the late penalty row (adjustments' `days` and `score`), or None
+        where no late penalty was applied."""
+        for a in self.extra("adjustments", []):
+            if isinstance(a, dict) and _finite(a.get("days")) and a["days"] > 0 and _finite(a.get("score")):
+                return a["days"], a["score"]
+        return None
 
     def extra(self, name: str, default=None):
         """A field a tool recorded in extra_data (with_extra): the gradebook's, the timing merge's."""
@@ -151,7 +169,9 @@ def _texts(value) -> tuple:
 
 
 def _part(info: dict) -> PartRecord:
-    return PartRecord(score=_number(info.get("score")) or 0.0, max_score=_number(info.get("max_score")) or 0.0,
+    hand = info.get(HAND_KEY) if isinstance(info.get(HAND_KEY), dict) else {}
+    return PartRecord(computed_score=_number(hand.get("computed_score")), hand_note=_text(hand.get("note")),
+                      score=_number(info.get("score")) or 0.0, max_score=_number(info.get("max_score")) or 0.0,
                       graded=info.get("graded", True) is not False, notes=_texts(info.get("notes")),
                       diagnosis=_text(info.get("diagnosis")), left_out_because=_text(info.get("left_out_because")),
                       picture_text=_text(info.get("picture_text")), picture_html=_text(info.get("picture_html")))
@@ -159,7 +179,8 @@ def _part(info: dict) -> PartRecord:
 
 def _row(row: dict) -> TestRow:
     return TestRow(name=_text(row.get("name")), score=_number(row.get("score")), max_score=_number(row.get("max_score")),
-                   status=_text(row.get("status")), output=_text(row.get("output")), tags=_texts(row.get("tags")))
+                   status=_text(row.get("status")), output=_text(row.get("output")), tags=_texts(row.get("tags")),
+                   visibility=_text(row.get("visibility")) or "visible")
 
 
 def _hold(held: dict) -> Hold:
@@ -316,8 +337,8 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "format": FORMAT, "submission": clean_name(grade.submission), "status": grade.status.value, "max_score": points(grade.max_units),
             "isolation": grade.isolation, "suites": list(grade.suites), "seeds": SEED_NOTE,
             "parts": {name: part_record(p) for name, p in grade.parts.items()},
-            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output, "share": r.share}
-                            for r in grade.adjustments],
+            "adjustments": [{"name": r.name, "score": points(r.units), "reason": r.output, "share": r.share,
+                             "days": r.days} for r in grade.adjustments],
             "forbidden": sorted({printable(r) for reasons in grade.forbidden.values() for r in reasons}),
             "notes": [printable(n) for n in grade.notes],
             "flags": [],
@@ -325,6 +346,8 @@ def to_gradescope(grade: Grade, rubric) -> dict:
             "graded_with": dict(grade.produced_by),
         },
     }
+    if grade.work is not None:
+        data["extra_data"]["work"] = grade.work.value
     if grade.status == Status.HELD:
         data["extra_data"]["held"] = held_record(grade)
     if md:
@@ -396,8 +419,8 @@ def summary_text(data: dict, rubric) -> str:
     left to their rows."""
     head = _head(data)
     held = data["extra_data"].get("held")
-    if held:
-        head = "\n".join([head, *_hold_lines(held)])
+    if held:  # a decided hold (a score set by hand after it) says the decision too
+        head = "\n".join([head, *_hold_lines(held), *(_verdict_lines(held) if held.get("decision") else [])])
     if rubric.results.hidden_visibility != "visible":
         public = [t for t in data["tests"] if _is_test_row(t) and t["tags"][1] == "public"]
         return (f"{head}\nPublic tests passed: {sum(t.get('status') == 'passed' for t in public)} of {len(public)}. "
@@ -447,40 +470,52 @@ def with_part(results: Results, rubric, part: scoring.PartScore, row: scoring.Ro
     if extra_data.get("held"):
         raise ValueError("its grade is (or was) held for review, and the review decides its total: "
                          "regrade it with this part instead")
-    adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
-    if not all(isinstance(a.get("share"), (int, float)) for a in adjustments):
-        raise ValueError("its late penalty states no share of the total: regrade it, then merge")
     md = data.get("output_format") == "md"
     parts = {**extra_data["parts"], part.name: part_record(part)}
-    earned = sum(to_units(p["score"]) for p in parts.values() if p.get("graded", True))
-    maximum = sum(to_units(p["max_score"]) for p in parts.values() if p.get("graded", True))
-    for a in adjustments:
-        a["score"] = points(scoring.penalty_units(earned, a["share"]))
-    penalties = {a["name"]: a["score"] for a in adjustments}
+    penalties = {a.get("name") for a in extra_data.get("adjustments", [])}
     tests = [t for t in data["tests"] if t.get("tags") != [part.name]]
     replaced = next((i for i, t in enumerate(data["tests"]) if t.get("tags") == [part.name]), None)
     first_after = next((i for i, t in enumerate(tests) if t.get("tags", [""])[-1] == "part"
                         or (len(t.get("tags", [])) == 1 and t["name"] in penalties)), len(tests))
     tests.insert(first_after if replaced is None else replaced, row_record(row, md))
-    tests = [{**t, "score": penalties[t["name"]]} if len(t.get("tags", [])) == 1 and t["name"] in penalties else
-             part_row(part, t["visibility"], md) if t.get("tags") == [part.name, "part"] else t for t in tests]
+    tests = [part_row(part, t["visibility"], md) if t.get("tags") == [part.name, "part"] else t for t in tests]
     has_part_rows = any(t.get("tags", [""])[-1] == "part" for t in tests)
     if has_part_rows and not any(t.get("tags") == [part.name, "part"] for t in tests):
         tests.append(part_row(part, "visible", md))
-    merged = {**data, "score": points(max(0, earned + sum(to_units(a["score"]) for a in adjustments))),
-              "tests": tests, "extra_data": {**extra_data, "max_score": points(maximum), "parts": parts,
-                                             "adjustments": adjustments, **(extra or {})}}
-    merged["output"] = _format(summary_text(merged, rubric), md)
-    return Results.of(merged)
+    return _totalled(data, rubric, parts, tests, extra)
+
+
+def _totalled(data: dict, rubric, parts: dict, tests: list, extra: dict | None = None) -> Results:
+    """Graded results with these `parts` and `tests` rows: the totals counted again in whole units from
+    the parts, an adjustment (a late penalty) taking its share of the new total (its row too), the
+    summary drawn again, `extra` added to extra_data. ValueError for a late penalty whose share is not
+    recorded."""
+    extra_data = data["extra_data"]
+    adjustments = [dict(a) for a in extra_data.get("adjustments", [])]
+    if not all(isinstance(a.get("share"), (int, float)) for a in adjustments):
+        raise ValueError("its late penalty states no share of the total: regrade it first")
+    earned = sum(to_units(p["score"]) for p in parts.values() if p.get("graded", True))
+    maximum = sum(to_units(p["max_score"]) for p in parts.values() if p.get("graded", True))
+    for a in adjustments:
+        a["score"] = points(scoring.penalty_units(earned, a["share"]))
+    penalties = {a["name"]: a["score"] for a in adjustments}
+    tests = [{**t, "score": penalties[t["name"]]} if len(t.get("tags", [])) == 1 and t["name"] in penalties else t
+             for t in tests]
+    md = data.get("output_format") == "md"
+    totalled = {**data, "score": points(max(0, earned + sum(to_units(a["score"]) for a in adjustments))),
+                "tests": tests, "extra_data": {**extra_data, "max_score": points(maximum), "parts": parts,
+                                               "adjustments": adjustments, **(extra or {})}}
+    totalled["output"] = _format(summary_text(totalled, rubric), md)
+    return Results.of(totalled)
 
 
 def write_grades_csv(folder: Path, names, rubric) -> list:
     """folder/grades.csv (GRADES_CSV) from the results files folder/<name>.json alone, so that it is
     right however a batch was interrupted or a file was rewritten (a review, a merged timing); a name
     without a valid results file has no row. Its rows, the header first, as values (not CSV text)."""
-    rows = [csv_header(rubric)]
-    rows += [csv_row(name, found, rubric) for name in names
-             if (found := load(Path(folder) / f"{name}.json")) is not None]
+    found = {name: kept for name in names if (kept := load(Path(folder) / f"{name}.json")) is not None}
+    late = any(r.late for r in found.values())  # the late columns, where any student was charged
+    rows = [csv_header(rubric, late), *(csv_row(name, r, rubric, late) for name, r in found.items())]
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
     for row in rows:
@@ -489,18 +524,21 @@ def write_grades_csv(folder: Path, names, rubric) -> list:
     return rows
 
 
-def csv_header(rubric) -> list:
-    return ["submission", "score", "max_score", "left_out", *rubric.parts, "isolation", "status", "review"]
+def csv_header(rubric, late: bool = False) -> list:
+    """grades.csv's columns; `late`: with days_late and late_penalty (the points the late policy took)."""
+    return ["submission", "score", "max_score", "left_out", *rubric.parts, "isolation", "status", "review",
+            *(("days_late", "late_penalty") if late else ())]
 
 
-def csv_row(name: str, results: Results, rubric) -> list:
+def csv_row(name: str, results: Results, rubric, late: bool = False) -> list:
     """One grades.csv row from results (a part not graded is blank; left_out says what the maximum
     does not hold, and why)."""
     parts = results.parts
     return [clean_name(name), results.score, "" if results.max_score is None else results.max_score,
             left_out_cell(left_out(results, rubric)),
             *(parts[p].score if p in parts and parts[p].graded else "" for p in rubric.parts),
-            results.isolation, results.status.value if results.status else "", review_cell(results)]
+            results.isolation, results.status.value if results.status else "", review_cell(results),
+            *((results.late or ("", "")) if late else ())]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -636,13 +674,96 @@ def _hold_lines(held: dict) -> list:
 
 
 def review_cell(results: Results) -> str:
-    """grades.csv's review column: empty, or the hold (and the decision taken on it) with its reasons."""
+    """grades.csv's review column: empty, or the hold (and the decision taken on it) with its reasons,
+    then each part's score set by hand (hand_scores_text)."""
     held = results.held
+    cells = [hand_scores_text(results.parts)] if hand_scores_text(results.parts) else []
     if held is None:
-        return ""
+        return " | ".join(cells)
     state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.decision,
                                                                                          "held for review")
-    return f"{state}: " + "; ".join([*held.reasons, *([held.not_carried] if held.not_carried else [])])
+    return " | ".join([f"{state}: " + "; ".join([*held.reasons, *([held.not_carried] if held.not_carried else [])]),
+                       *cells])
+
+
+# ------------------------------------------------------------------------------------------------
+# A part's score set by hand by a reviewer (`review --score`, record/reviews.py): the part's record keeps
+# what the tests gave (HAND_KEY), and a row of the difference keeps the rows adding up to the total
+# ------------------------------------------------------------------------------------------------
+
+HAND_KEY = "set_by_hand"  # a part record's {"computed_score", "note"} while its score is set by hand
+HAND_TAG = "set by hand"  # the second tag of a part's set-by-hand row: (part, HAND_TAG)
+HAND_NOTE = "Score set by hand"
+
+
+def hand_scores_text(parts: dict) -> str:
+    """Each of `parts` (name -> PartRecord) whose score is set by hand, in a line: "score set by hand:
+    sdpa 14 (the tests gave 10: NOTE)"; "" when none is."""
+    found = [hand_score_text(name, p) for name, p in parts.items() if p.set_by_hand]
+    return "score set by hand: " + "; ".join(found) if found else ""
+
+
+def hand_score_text(name: str, part: PartRecord) -> str:
+    """A part whose score is set by hand, in words: "sdpa 14 (the tests gave 10: NOTE)"."""
+    return f"{name} {part.score:g} (the tests gave {part.computed_score:g}{': ' + part.hand_note if part.hand_note else ''})"
+
+
+def with_hand_scores(results: Results, rubric, scores: dict) -> Results:
+    """Graded results with exactly the parts in `scores` (part -> (points, note)) set by hand, every other
+    part at what the tests gave: each such part's record keeps its computed score and the note, says so
+    in its notes, and a row of the difference (tags (part, HAND_TAG)) keeps the rows adding up to the
+    total; the maximum is unchanged and a late penalty takes its share of the new total. `scores` {}
+    restores every computed score. ValueError, with the reason in a line, for results without a grade,
+    a hold not decided yet, a part not in them or not graded, or points outside 0..the part's maximum.
+    Pure: new results out."""
+    data = results.data
+    extra_data = data["extra_data"]
+    if extra_data.get("status") != Status.GRADED or not isinstance(extra_data.get("parts"), dict):
+        held = extra_data.get("status") == Status.HELD
+        raise ValueError("its grade is held for review: release or confirm it first (review --release | --confirm)"
+                         if held else f"its results have no grade ({extra_data.get('status')})")
+    changed = {name for name, p in extra_data["parts"].items() if HAND_KEY in p} | set(scores)
+    parts = {name: _computed(p) for name, p in extra_data["parts"].items()}
+    tests = [t for t in data["tests"] if t.get("tags", [""])[-1] != HAND_TAG]
+    md = data.get("output_format") == "md"
+    hand_rows = []
+    for name, (score, note) in scores.items():
+        p = parts.get(name)
+        if p is None or not p.get("graded", True):
+            why = p.get("left_out_because") or "not graded" if p else "not in these results"
+            raise ValueError(f"part {name!r} is {why}: its score cannot be set by hand")
+        if not (_finite(score) and 0 <= score <= p["max_score"]):
+            raise ValueError(f"part {name!r} scores 0 to {p['max_score']:g}, not {score:g}")
+        line = f"{HAND_NOTE}: {score:g} / {p['max_score']:g} (the tests gave {p['score']:g})" + \
+            (f": {printable(note)}" if note else "")
+        delta = to_units(score) - to_units(p["score"])
+        hand_rows.append({"name": f"{name}: {HAND_NOTE.lower()}", "score": points(delta), "max_score": 0.0,
+                          "status": "passed" if delta >= 0 else "failed", "output": _format(line, md),
+                          "visibility": "visible", "tags": [name, HAND_TAG]})
+        parts[name] = {**p, "score": score, "notes": [*p.get("notes", []), line],
+                       HAND_KEY: {"computed_score": p["score"], "note": printable(note)}}
+    tests = [part_row(_part_score(t["tags"][0], parts[t["tags"][0]], rubric), t["visibility"], md)
+             if t.get("tags", [""])[-1] == "part" and t["tags"][0] in changed & set(parts) else t for t in tests]
+    first_after = next((i for i, t in enumerate(tests) if t.get("tags", [""])[-1] == "part"
+                        or t.get("tags") == ["late"]), len(tests))
+    return _totalled(data, rubric, parts, tests[:first_after] + hand_rows + tests[first_after:])
+
+
+def _part_score(name: str, part: dict, rubric) -> scoring.PartScore:
+    """A part record (part_record's) as the PartScore its summary row is drawn from."""
+    return scoring.PartScore(name, rubric.parts[name].title if name in rubric.parts else name, to_units(part["score"]),
+                             to_units(part["max_score"]), part.get("graded", True), tuple(part.get("notes", [])),
+                             part.get("left_out_because", ""), part.get("diagnosis", ""),
+                             part.get("picture_text", ""), part.get("picture_html", ""))
+
+
+def _computed(part: dict) -> dict:
+    """A part record as the tests scored it: without a score set by hand, its note or its mark."""
+    hand = part.get(HAND_KEY)
+    if not isinstance(hand, dict):
+        return part
+    return {**{k: v for k, v in part.items() if k != HAND_KEY}, "score": hand["computed_score"],
+            "notes": [n for n in part.get("notes", []) if not n.startswith(HAND_NOTE)]}
 
 
 def hold_not_carried(results: Results, why: str) -> Results:
@@ -669,17 +790,22 @@ def decide(results: Results, decision: str, note: str = "") -> Results:
     earned_parts = held.get("earned_parts", data["extra_data"].get("parts", {}))
     held_output = held.get("held_output", data.get("output", ""))
     score = held["released_score"] if decision == "release" else held["confirmed_score"]
-    verdict = ("Reviewed: the grade is released as the tests earned it." if decision == "release" else
-               "Reviewed: the hold is confirmed; the parts it concerns (" + ", ".join(held["parts"]) + ") score 0.")
     parts = earned_parts if decision == "release" else {
         name: {**part, "score": 0.0} if name in held["parts"] else part for name, part in earned_parts.items()}
     record = {**{k: v for k, v in held.items() if k != "not_carried"},  # decided on these files now
               "decision": decision, "note": printable(note), "earned_parts": earned_parts,
               "held_output": held_output}
-    output = "\n".join(filter(None, [held_output, verdict, f"Reviewer's note: {printable(note)}" if note else ""]))
+    output = "\n".join([held_output, *_verdict_lines(record)])
     return Results.of({**data, "score": score, "output": output,
                        "extra_data": {**data["extra_data"], "status": Status.GRADED.value, "held": record,
                                       "parts": parts}})
+
+
+def _verdict_lines(held: dict) -> list:
+    """What a decided hold's summary says after the hold: the decision, and the reviewer's note."""
+    verdict = ("Reviewed: the grade is released as the tests earned it." if held["decision"] == "release" else
+               "Reviewed: the hold is confirmed; the parts it concerns (" + ", ".join(held["parts"]) + ") score 0.")
+    return [verdict, *([f"Reviewer's note: {held['note']}"] if held.get("note") else [])]
 
 
 # A cell a spreadsheet would read as a formula (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)) is

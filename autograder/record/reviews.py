@@ -7,6 +7,10 @@ grade recorded: grade_file.submission_digest). A rerun of the batch (`--force`) 
 (reapply) only to a hold of the very same files for the very same reasons; any other hold of that
 name is graded afresh and stays held, with a line saying that an earlier decision was not carried and
 why: a decision is a person's judgement of the bytes they reviewed, never of a name.
+A score set by hand (`review --score`) is kept in GRADES/records/scores.json in the same way: the
+part's points and the note, bound to the sha256 of the files it was set on. A rerun sets it again on
+those very files only; on other files the computed score stands, and the record is kept, listed as
+not applied (review GRADES lists it, the batch says so) until it is set again or undone (--unscore).
 The `review` command (autograder/cli/review.py) and the batch use it.
 """
 from pathlib import Path
@@ -14,6 +18,7 @@ from pathlib import Path
 from autograder.record import results
 
 REVIEWS_FILE = "reviews.json"
+SCORES_FILE = "scores.json"  # name -> {"sha256", "parts": {part: {"points", "note"}}}: the scores set by hand
 SHORT_HASH = 12  # hex digits of a sha256 shown to a person; every comparison uses the whole digest
 DONE = {"release": "released", "confirm": "confirmed"}
 
@@ -92,6 +97,120 @@ def not_carried(out: Path, names) -> dict:
     """name -> why a recorded decision was not carried to its hold, for each of `names` that has one."""
     found = {name: results.load(out / f"{name}.json") for name in names}
     return {name: r.held.not_carried for name, r in found.items() if r and r.held and r.held.not_carried}
+
+
+def set_scores(out: Path, rubric, name: str, points: dict, note: str) -> results.Results:
+    """`name`'s parts in `points` (part -> points) set by hand with `note`, on top of the parts already
+    set by hand on the same files, and recorded with the sha256 of the files graded; the new results.
+    ValueError, nothing changed, for a name without results, a part the rubric lacks, points outside
+    the part's range, a grade held and not decided yet."""
+    unknown = [part for part in points if part not in rubric.parts]
+    if unknown:
+        raise ValueError(f"no part {unknown[0]!r} in the rubric; its parts: {', '.join(rubric.parts)}")
+    found = _results_of(out, name)
+    taken = {**_applied_parts(_scores(out).get(name), found),
+             **{part: {"points": float(p), "note": note} for part, p in points.items()}}
+    return _write_scores(out, rubric, name, found, taken, {"sha256": _digest(found), "parts": taken})
+
+
+def unset_scores(out: Path, rubric, name: str, parts=()) -> results.Results:
+    """`name`'s `parts` (every part set by hand when empty) back to what the tests gave, and dropped from
+    the record; the new results. ValueError, nothing changed, for a name without results or a part not
+    set by hand."""
+    found = _results_of(out, name)
+    kept = _scores(out).get(name)
+    recorded = kept.get("parts", {}) if isinstance(kept, dict) and isinstance(kept.get("parts"), dict) else {}
+    not_set = [part for part in parts if part not in recorded] or ([] if recorded else ["any part"])
+    if not_set:
+        raise ValueError(f"{results.printable(name)} has no score set by hand for {not_set[0]}; "
+                         f"set by hand: {', '.join(recorded) or 'none'}")
+    left = {part: entry for part, entry in recorded.items() if parts and part not in parts}
+    applied = bool(_applied_parts(kept, found))
+    return _write_scores(out, rubric, name, found, left if applied else {}, {**kept, "parts": left} if left else None)
+
+
+def reapply_scores(out: Path, rubric, names) -> dict:
+    """After a (re)grade: the scores set by hand applied again to each of `names` graded from the very
+    files (whole sha256) they were set on. name -> why they were not applied, for the others (the
+    record is kept: review GRADES lists it)."""
+    not_applied = {}
+    for name, taken in _scores(out).items():
+        found = results.load(out / f"{name}.json") if name in names else None
+        if found is None or not isinstance(taken, dict):
+            continue
+        why = scores_not_applied_because(taken, found)
+        if why:
+            not_applied[name] = why
+        else:
+            try:
+                results.write(out / f"{name}.json", results.with_hand_scores(found, rubric, _as_scores(taken["parts"])))
+            except ValueError as err:  # a grade held again, a part no longer graded: the computed score stands
+                not_applied[name] = f"scores set by hand not applied: {err}"
+    return not_applied
+
+
+def scores_not_applied_because(taken: dict, found: results.Results) -> str:
+    """Why the scores set by hand in `taken` (a scores.json entry) do not apply to `found`; "" when they do."""
+    recorded = taken.get("sha256") if isinstance(taken.get("sha256"), str) else ""
+    now = _digest(found)
+    if not recorded or recorded != now:
+        return (f"scores set by hand ({', '.join(taken.get('parts', {}))}) on files {short(recorded)} not applied: "
+                f"the files graded now are {short(now)}; set them again (review --score) or drop them (--unscore)")
+    return ""
+
+
+def hand_scores(out: Path) -> dict:
+    """name -> (its scores.json entry, why not applied or "") for each name with scores set by hand."""
+    found = {}
+    for name, taken in _scores(out).items():
+        current = results.load(out / f"{name}.json")
+        if isinstance(taken, dict) and current is not None:
+            found[name] = (taken, scores_not_applied_because(taken, current))
+    return found
+
+
+def _applied_parts(kept, found: results.Results) -> dict:
+    """The parts of a scores.json entry, where it applies to `found`'s files; {} where it does not (a
+    score set on other files is replaced, never carried)."""
+    applies = isinstance(kept, dict) and isinstance(kept.get("parts"), dict) and not scores_not_applied_because(kept, found)
+    return dict(kept["parts"]) if applies else {}
+
+
+def _as_scores(parts: dict) -> dict:
+    return {part: (entry["points"], entry.get("note", "")) for part, entry in parts.items()}
+
+
+def _digest(found: results.Results) -> str:
+    return found.graded_with.get("submission", "")
+
+
+def _write_scores(out: Path, rubric, name: str, found: results.Results, taken: dict, entry: dict | None):
+    """`name`'s results with exactly the parts in `taken` set by hand, and its scores.json `entry`
+    (None: dropped); the new results."""
+    # ValueError before anything is written; a record not applied to these results only needs dropping
+    untouched = not taken and not any(part.set_by_hand for part in found.parts.values())
+    changed = found if untouched else results.with_hand_scores(found, rubric, _as_scores(taken))
+    recorded = _scores(out)
+    if entry is None:
+        recorded.pop(name, None)
+    else:
+        recorded[name] = entry
+    results.write(out / f"{name}.json", changed)
+    results.write_record(out, SCORES_FILE, recorded)
+    return changed
+
+
+def _results_of(out: Path, name: str) -> results.Results:
+    path = out / f"{name}.json"
+    found = results.load(path) if path.is_file() and path.parent == out else None
+    if found is None:
+        known = ", ".join(sorted(p.stem for p in out.glob("*.json"))) or "none"
+        raise ValueError(f"no results for {results.printable(name)!r} in {out}; students with results: {known}")
+    return found
+
+
+def _scores(out: Path) -> dict:
+    return results.read_record(out, SCORES_FILE)
 
 
 def _reviews(out: Path) -> dict:

@@ -73,6 +73,7 @@ class Row(Points):
     max_units: int
     output: str = ""
     share: float = 0.0    # an adjustment's share of the parts' total (a late penalty): a merge takes it again
+    days: int = 0         # a late penalty's days late, as its policy counted them
 
 
 def to_units(points: float) -> int:

@@ -43,18 +43,26 @@ def build(results: Path, out: Path, submissions: Path | None = None, roster: Pat
     written_tables = [summary, students]
     if kind != sources.NBGRADER:
         parts = tables.parts(records, part_names)
+        shares = tables.part_shares(records, part_names)
+        help_needed = tables.needs_help(records)
         hardest = tables.hardest_tests(records, tables.test_descriptions())
         misconceptions = tables.misconceptions(records)
         integrity = tables.integrity(records)
         timing = tables.timing(records)
         similar, similar_html = _similarity(kind, results, submissions, records, threshold, warnings)
         sections += [("parts", "Parts", page.table(parts)),
+                     ("needs-help", "Who needs help, with what", page.table(help_needed)),
+                     ("part-shares", "Students by part", page.table(shares, shaded=True)),
                      ("hardest", "Hardest tests", page.table(hardest)),
                      ("misconceptions", "Misconceptions", page.table(misconceptions)),
                      ("integrity", "Integrity", page.table(integrity)),
                      ("similarity", "Similarity", similar_html),
                      ("timing", "Timing", _timing_section(timing))]
-        written_tables += [parts, hardest, misconceptions, integrity, similar, timing]
+        written_tables += [parts, help_needed, shares, hardest, misconceptions, integrity, similar, timing]
+    elif submissions is not None:  # the gradebook export holds no code, but nbgrader's submitted/ folder does
+        similar, similar_html = _similarity(kind, results, submissions, records, threshold, warnings)
+        sections.append(("similarity", "Similarity", similar_html))
+        written_tables.append(similar)
     sections.append(("students", "Students", page.table(students)))
 
     written = []

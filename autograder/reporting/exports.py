@@ -89,6 +89,9 @@ def score_cell(student, record, warnings: list) -> str:
         who = record.name if name in ("", record.name) else f"{name} ({record.name})"
         warnings.append(f"{who}: no grade ({record.status}): left blank, not 0; see its results")
         return ""
+    hand = results.hand_scores_text(record.parts)
+    if hand:  # the score exported is the reviewer's: say so beside the file
+        warnings.append(f"{record.name}: {hand}")
     return f"{record.score:.2f}"
 
 

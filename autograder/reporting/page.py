@@ -54,14 +54,17 @@ def histogram(values, title: str, xlabel: str, lines=(), span=None):
     return fig
 
 
-def table(t) -> str:
-    """A tables.Table as HTML; cells are the CSV's strings, names behind <details> where the table has them."""
+def table(t, shaded: bool = False) -> str:
+    """A tables.Table as HTML; cells are the CSV's strings, names behind <details> where the table has them.
+    `shaded`: a heatmap, each percentage cell coloured from red (0%) to white (100%)."""
     head = "".join(f"<th>{esc(c)}</th>" for c in t.columns)
     body = []
     for i, row in enumerate(t.rows):
         cells = []
         for column, cell in zip(t.columns, row):
             css = ' class="num"' if _numeric(cell) else ""
+            if shaded and cell.endswith("%") and _numeric(cell):
+                css += f' style="background: {_shade(float(cell[:-1]) / 100)}"'
             names = t.details.get(column)
             extra = (f"<details><summary>who</summary>{esc(', '.join(names[i]))}</details>" if names else "")
             cells.append(f"<td{css}>{esc(cell)}{extra}</td>")
@@ -71,6 +74,12 @@ def table(t) -> str:
         return note + '<p class="note">Nothing to show.</p>'
     return (f'{note}<table id="{esc(t.id)}" data-csv="report-{esc(t.id)}.csv"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _shade(share: float) -> str:
+    """Red for none of the points, white for all of them: what needs help is what stands out."""
+    lightness = 55 + 45 * min(max(share, 0.0), 1.0)
+    return f"hsl(4, 75%, {lightness:.0f}%)"
 
 
 def _numeric(cell: str) -> bool:

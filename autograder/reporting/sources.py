@@ -15,11 +15,16 @@ from pathlib import Path
 from autograder.core.errors import clean_name, clean_text
 from autograder.intake import notebook, submission
 from autograder.record import results
+from autograder.record.grade import Work
 
 BATCH, GRADESCOPE, NBGRADER = "batch", "gradescope", "nbgrader"
 KINDS = {BATCH: "a batch's results folder", GRADESCOPE: "a Gradescope export",
          NBGRADER: "an nbgrader gradebook export (per-student totals only)"}
 NBGRADER_COLUMNS = {"student_id", "score", "max_score"}
+NBGRADER_SUBMITTED = "submitted"  # a course folder's submissions: submitted/<student id>/<assignment>/<notebook>
+# What a graded result's work may be besides the student's attempt: the report shows each as a status
+# of its own, and counts tests over attempted work only.
+NOT_ATTEMPTED = (Work.UNTOUCHED.value, Work.DID_NOT_COMPILE.value)
 # What the report reads, bounded: results files through the results model (results.load_any, within
 # results.MAX_READ_BYTES), a gradebook export or Gradescope's metadata a few MB for a large course; code
 # compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
@@ -44,10 +49,23 @@ class Record:
     held: results.Hold | None = None          # a hold for review: reasons, parts, decision
     keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
     output: str = ""                          # the results' top-level text (why a grade is missing)
+    work: str = ""                            # grade.Work's value; "" where the results do not say
 
     @property
     def graded(self) -> bool:
         return self.status == "graded" and self.score is not None
+
+    @property
+    def attempted(self) -> bool:
+        """Graded, and the student's own work: neither the untouched stubs nor code that did not compile
+        (results that do not say are counted as attempted, as they were graded)."""
+        return self.graded and self.work not in NOT_ATTEMPTED
+
+    @property
+    def shown_status(self) -> str:
+        """The status the report shows: a graded result that is not an attempt shows its work instead
+        (untouched, did not compile); held, timeout and the others stay as they are."""
+        return self.work if self.status == "graded" and self.work in NOT_ATTEMPTED else self.status
 
 
 def detect(path: Path) -> str:
@@ -90,7 +108,7 @@ def from_results(found: results.Results, name: str, rubric, keys=()) -> Record:
                   isolation=found.isolation, parts=dict(found.parts), left_out=tuple(results.left_out(found, rubric)),
                   tests=found.tests, forbidden=list(dict.fromkeys(found.forbidden)),  # the grader's own list, never its texts
                   flags=list(found.flags), held=found.held, keys=tuple(dict.fromkeys([name, *keys])),
-                  output=found.output)
+                  output=found.output, work=found.work.value if found.work is not None else "")
 
 
 def _batch(folder: Path, rubric) -> list:
@@ -168,17 +186,24 @@ def _number(value) -> float | None:
 def submission_sources(folder: Path) -> tuple:
     """({submission name: the mhsa.py that is graded}, [what could not be read or compared]) for a
     batch's input folder, with the batch's own names and the grader's own reading of .py files,
-    folders and notebooks (each bounded by it); code over MAX_COMPARED_CHARS is not compared."""
+    folders and notebooks (each bounded by it); code over MAX_COMPARED_CHARS is not compared.
+    nbgrader's layout too: a course folder, or its submitted/ folder, whose submitted/ID/mhsa/ holds
+    the student's notebook, named by the student id (the solution cells, as the notebook route reads them)."""
     from autograder.runners.slot import discover  # imports the grading engine (and torch): only when code is compared
 
+    folder = Path(folder)
+    if (folder / NBGRADER_SUBMITTED).is_dir() and not (folder / NBGRADER_SUBMITTED).is_symlink():
+        folder = folder / NBGRADER_SUBMITTED
     sources, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="mhsa-report-") as tmp:
-        for number, sub in enumerate(discover(Path(folder))):
+        for number, sub in enumerate(discover(folder)):
             name = clean_name(sub.name)
             workdir = Path(tmp) / str(number)  # the name is the student's: not a safe file name
             workdir.mkdir()
+            nbgrader_folder = sub.path / notebook.ASSIGNMENT
+            path = nbgrader_folder if nbgrader_folder.is_dir() and not nbgrader_folder.is_symlink() else sub.path
             try:
-                code = submission.load(sub.path, workdir).source.read_text(errors="replace")
+                code = submission.load(path, workdir).source.read_text(errors="replace")
             except (submission.GradingError, OSError, ValueError) as err:
                 problems.append(f"{name}: {clean_text(err, 300)}")
                 continue

@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 
 from autograder.core.paths import SUITE_DIRS
 from autograder.record import results
+from autograder.record.grade import Work
+from autograder.reporting.sources import NOT_ATTEMPTED
 
 HARDEST_PER_PART = 5
+KNOWLEDGE = "knowledge"  # the knowledge check's part: a column of the Students table even while withheld
+WITHHELD = "withheld"    # a part cell whose part is withheld until its deadline (results.LeftOut's reason)
 TEST_NAME = re.compile(r"^(?P<part>[\w-]+) \((?P<suite>\w+)\): (?P<module>\w+)::(?P<test>[^\[]+)(?P<params>\[.*\])?$")
 
 
@@ -48,6 +52,7 @@ def students(rows, part_names, maximum, roster: bool) -> Table:
     """One row per (student, record) of the roster join. With a roster each row names the student as
     the roster does (name and LMS id) beside the submission it was matched to: a student on the roster
     without a submission has a row with no score, a submission nobody on the roster claims has no name."""
+    part_names = with_knowledge(part_names, [r for _, r in rows if r is not None])
     table = []
     for student, r in rows:
         identity = [student.name, student.id or student.sis_user_id or student.login] if student else ["", ""]
@@ -55,9 +60,9 @@ def students(rows, part_names, maximum, roster: bool) -> Table:
         if r is None:
             grade = ["", "", "", "", *([""] * len(part_names)), "no submission", ""]
         else:
-            parts = [number(r.parts[p].score) if p in r.parts and r.parts[p].graded else "" for p in part_names]
+            parts = [part_cell(r, p, lambda info: number(info.score)) for p in part_names]
             grade = [number(r.score) if r.graded else "", number(r.max_score), results.left_out_cell(r.left_out),
-                     percent(r.score / maximum) if r.graded and maximum else "", *parts, r.status, r.isolation]
+                     percent(r.score / maximum) if r.graded and maximum else "", *parts, r.shown_status, r.isolation]
         table.append([*identity, submission, *grade] if roster else [submission, *grade])
     columns = ["score", "max_score", "left_out", f"percent of {maximum:g}" if maximum else "percent", *part_names,
                "status", "isolation"]
@@ -65,14 +70,46 @@ def students(rows, part_names, maximum, roster: bool) -> Table:
                  table)
 
 
+def with_knowledge(part_names, records) -> list:
+    """The part columns: the graded parts, and the knowledge check wherever the results record it, even
+    when it is withheld for everyone (the column then says so rather than vanish)."""
+    if KNOWLEDGE in part_names or not any(KNOWLEDGE in r.parts for r in records):
+        return list(part_names)
+    return [*part_names, KNOWLEDGE]
+
+
+def part_cell(record, part: str, shown) -> str:
+    """A student's cell for `part`: `shown(PartRecord)` where it was graded, "withheld" where it is
+    withheld until its deadline (never a score before then), else blank."""
+    info = record.parts.get(part) if record.graded else None
+    if info is None:
+        return ""
+    if info.graded:
+        return shown(info)
+    withheld = any(item.part == part and item.why.startswith(WITHHELD) for item in record.left_out)
+    return WITHHELD if withheld else ""
+
+
+def part_shares(records, part_names) -> Table:
+    """Students by parts: each cell the share of the part's points the student earned (the page colours
+    it), with each student's status, so that the untouched and the ones that did not compile stand out."""
+    parts = with_knowledge(part_names, records)
+    rows = [[r.name, *(part_cell(r, p, lambda info: percent(info.score / info.max_score) if info.max_score else "")
+                       for p in parts), r.shown_status] for r in records]
+    return Table("part-shares", "Students by part", ["student", *parts, "status"], rows,
+                 note="Each cell: the share of the part's points the student earned (red: none, white: all). "
+                      "Blank: no grade for that part; withheld: not scored until its deadline.")
+
+
 def summary(records, maximum) -> Table:
     """The class in numbers; with what the course maximum leaves out of the rubric, and the graded
     results whose maximum is another (the mean and median are then of points out of different maxima)."""
     graded = [r for r in records if r.graded]
     scores = [r.score for r in graded]
-    rows = [["results", str(len(records))], ["graded", str(len(scores))],
-            ["without a grade", str(len(records) - len(scores))],
-            ["course maximum", number(maximum)]]
+    rows = [["results", str(len(records))], ["graded", str(len(scores))]]
+    if any(r.work for r in records):  # results that say what was graded (a gradebook export never does)
+        rows += [[f"graded: {work}", str(sum(r.work == work for r in graded))] for work in NOT_ATTEMPTED]
+    rows += [["without a grade", str(len(records) - len(scores))], ["course maximum", number(maximum)]]
     leaves_out = results.left_out_counts([results.left_out_cell(r.left_out) for r in graded if r.max_score == maximum])
     if leaves_out:
         rows.append(["left out of the course maximum", leaves_out])
@@ -107,10 +144,12 @@ def parts(records, part_names) -> Table:
 
 
 def hardest_tests(records, descriptions) -> Table:
-    """Per part, the test functions failed most often (parametrized cases counted together)."""
+    """Per part, the test functions failed most often (parametrized cases counted together), over the
+    attempted work only: the untouched stubs and code that did not compile fail every test, which says
+    nothing about how hard a test is."""
     runs = {}
     for r in records:
-        if not r.graded:
+        if not r.attempted:
             continue
         for t in r.tests:
             if t.status not in ("passed", "failed"):
@@ -132,8 +171,15 @@ def hardest_tests(records, descriptions) -> Table:
                          descriptions.get((suite, module, test)) or describe_name(test)])
     return Table("hardest-tests", "Hardest tests", ["part", "suite", "test", "failure rate", "failed runs",
                                                     "what it checks"], rows,
-                 note=f"Up to {HARDEST_PER_PART} per part; a parametrized test counts each case as one run. "
+                 note=f"Over the {sum(r.attempted for r in records)} attempted submissions{_left_out_work(records)}. "
+                      f"Up to {HARDEST_PER_PART} per part; a parametrized test counts each case as one run. "
                       "The description is the test's docstring, else its name in words.")
+
+
+def _left_out_work(records) -> str:
+    """" (left out: 2 untouched, 1 did not compile)", or "" when every graded submission was attempted."""
+    counts = {work: sum(r.graded and r.work == work for r in records) for work in NOT_ATTEMPTED}
+    return f" (left out: {', '.join(f'{n} {work}' for work, n in counts.items())})" if any(counts.values()) else ""
 
 
 def describe_name(test: str) -> str:
@@ -168,8 +214,9 @@ def _test_functions(tree):
                     yield inner, f"{node.name}::{inner.name}"
 
 
-def misconceptions(records) -> Table:
-    """Each diagnosis, how many students it matched (in any part), in which parts, and who."""
+def diagnosed(records) -> list:
+    """[(diagnosis, [students], [parts])], each diagnosis the grader matched in any part, the most
+    students first."""
     who, where = {}, {}
     for r in records:
         for part, info in r.parts.items():
@@ -177,10 +224,34 @@ def misconceptions(records) -> Table:
             if diagnosis:
                 who.setdefault(diagnosis, set()).add(r.name)
                 where.setdefault(diagnosis, set()).add(part)
-    ordered = sorted(who, key=lambda d: (-len(who[d]), d))
-    rows = [[d, str(len(who[d])), ", ".join(sorted(where[d]))] for d in ordered]
+    return [(d, sorted(who[d]), sorted(where[d])) for d in sorted(who, key=lambda d: (-len(who[d]), d))]
+
+
+def misconceptions(records) -> Table:
+    """Each diagnosis, how many students it matched (in any part), in which parts, and who."""
+    found = diagnosed(records)
+    rows = [[d, str(len(who)), ", ".join(parts)] for d, who, parts in found]
     return Table("misconceptions", "Misconceptions", ["likely misconception", "students", "parts"], rows,
-                 details={"students": [sorted(who[d]) for d in ordered]})
+                 details={"students": [who for _, who, _ in found]})
+
+
+# The needs-help list's words for work that was not attempted (sources.NOT_ATTEMPTED)
+WORK_HELP = {Work.UNTOUCHED.value: "untouched: the stubs as handed out",
+             Work.DID_NOT_COMPILE.value: "did not compile: nothing of the code could run, so every test failed"}
+
+
+def needs_help(records) -> Table:
+    """Who needs help, with what: each diagnosed misconception with the students showing it, then the
+    students whose graded work was the untouched stubs or did not compile; names written out."""
+    rows = [[f"{results.LIKELY_MISTAKE}{d}", ", ".join(parts), str(len(who)), ", ".join(who)]
+            for d, who, parts in diagnosed(records)]
+    for work, what in WORK_HELP.items():
+        names = sorted(r.name for r in records if r.status in ("graded", "held") and r.work == work)
+        if names:
+            rows.append([what, "every part", str(len(names)), ", ".join(names)])
+    return Table("needs-help", "Who needs help", ["with what", "parts", "students", "who"], rows,
+                 note="Each likely mistake the grader diagnosed (a student may show several), then the work that "
+                      "was not attempted.")
 
 
 HELD_STATES = {"release": "released after review", "confirm": "confirmed after review"}
@@ -193,6 +264,8 @@ def integrity(records) -> Table:
         rows += [[r.name, "notebook check", f] for f in r.flags]  # evidence, in the words of kernel_evidence
         if r.held is not None:
             rows += [[r.name, HELD_STATES.get(r.held.decision, "held for review"), reason] for reason in r.held.reasons]
+        rows += [[r.name, "score set by hand", results.hand_score_text(name, part)]
+                 for name, part in r.parts.items() if part.set_by_hand]
         if r.status not in ("graded", "no submission", "held"):
             rows.append([r.name, r.status, _first_line(r)])
         if r.isolation and r.isolation != "sandbox":

@@ -14,13 +14,17 @@ with score 0, the usual maximum and the reason; a slot that hangs is killed, one
 replaced, and the batch itself never stops for one submission. OUT/grades.csv is rebuilt from the
 results files. With --scheduler the same submissions go to a Dask cluster (autograder/runners/cluster.py),
 with the same results files. The slots, and the failure results, are autograder/runners/slot.py's, which
-every runner shares.
+every runner shares. A flat LMS download and each student's days late (--extensions) are read first
+(autograder/intake/lms.py); the students of each days-late value are graded by slots of that value.
 """
+import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from autograder.core import rubric as rubric_file
 from autograder.core.errors import clean_name
+from autograder.intake import lms
 from autograder.isolation.host.levels import resolve
 from autograder.pipeline.grade_file import GradeOptions, graded_with, stale_because
 from autograder.record import results, reviews
@@ -58,10 +62,17 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # half-written files of a killed run: never valid, never needed
         stale.unlink(missing_ok=True)
-    submissions = discover(folder)
+    try:  # a flat LMS download is graded from OUT/records/lms/, a folder per student
+        submissions, late, remarks = lms.collect(folder, out / "records" / "lms", getattr(args, "extensions", None),
+                                                 options.days_late, discover)
+    except lms.ExtensionsError as err:
+        print(err)
+        return 2
+    for line in remarks:
+        print(line)
     if scheduler:
         options = cluster.worker_options(options)
-    producers = {s.name: graded_with(s.path, options, unscored) for s in submissions}
+    producers = {s.name: graded_with(s.path, replace(options, days_late=late[s.name]), unscored) for s in submissions}
     kept = KeptGrades(out, producers)
     todo = submissions if args.force else [s for s in submissions if not kept.current(s.name)]
     max_units = options.max_units(rubric)
@@ -70,28 +81,64 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     def finished(sub, status: str) -> None:
         progress.advance(sub.name, status, results.load(out / f"{sub.name}.json"))
 
+    stop_on_signals()
     try:
-        if scheduler:
-            code = cluster.grade_all(scheduler, todo, out, options, rubric, max_units, finished)
-            if code:
-                return code
-        else:
-            grade_in_slots(todo, out, options, rubric, resolve(options.isolation).level, max_units, args.jobs,
-                           finished, progress.draw, command)
-    except KeyboardInterrupt:
+        for days, group in lms.by_days_late(todo, late):  # a slot grades with one --days-late
+            if scheduler:
+                code = cluster.grade_all(scheduler, group, out, replace(options, days_late=days), rubric, max_units,
+                                         finished)
+                if code:
+                    return code
+            else:
+                grade_in_slots(group, out, replace(options, days_late=days), rubric, resolve(options.isolation).level,
+                               max_units, args.jobs, finished, progress.draw, command)
+    except KeyboardInterrupt as stop:  # the slots are gone (grade_in_slots), and with them what they held
         progress.close()
-        print("interrupted: the submissions in flight were dropped; rerun the same command "
-              "to grade the rest (finished grades are kept)")
-        return 130
+        kept = KeptGrades(out, producers)
+        done = sum(kept.current(s.name) for s in submissions)
+        print(f"stopped: {done} of {len(submissions)} submissions have a finished grade, kept in {out}; "
+              f"rerun the same command to grade the other {len(submissions) - done}")
+        return 128 + getattr(stop, "signal", signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     progress.close()
     # A decision taken on a hold survives a rerun (--force) of the same files held for the same reasons;
     # any other hold of the name stays held, and says why the decision was not carried.
     reviews.reapply(out, [s.name for s in todo])
+    hand_not_applied = reviews.reapply_scores(out, rubric, [s.name for s in todo])  # scores set by hand, on the same files only
     table = results.write_grades_csv(out, [s.name for s in submissions], rubric)
     print(summary(table, out, len(submissions), len(submissions) - progress.initial))
     for name, why in reviews.not_carried(out, [s.name for s in todo]).items():
         print(f"{clean_name(name)}: held again; {why}")
+    for name, why in hand_not_applied.items():
+        print(f"{clean_name(name)}: {why}")
     return 0
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGINT during a batch; exit status 128 + `signal`, as a shell reports a process it ends."""
+
+    def __init__(self, number: int):
+        super().__init__(signal.Signals(number).name)
+        self.signal = number
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, like Ctrl-C, unwinds the batch so that its slots are killed with their workers (a slot
+    left running would finish its job and write its results after the batch is gone). A second signal
+    is ignored: it must not cut that clean-up short (by a handler: SIG_IGN would make Python report a
+    signal already pending as a race)."""
+    def stop(number, _frame):
+        signal.signal(signal.SIGINT, ignore)
+        signal.signal(signal.SIGTERM, ignore)
+        raise Stopped(number)
+
+    def ignore(_number, _frame):
+        pass
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
 
 
 def summary(table: list, out: Path, total: int, graded_now: int) -> str:

@@ -212,8 +212,8 @@ def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric,
     slot = Slot([*command], options, logs / "slot.log")
     try:
         return grade_in_slot(slot, sub, target, rubric, isolation, max_units)
-    finally:
-        slot.close()
+    finally:  # still busy: interrupted, and the slot ignores Ctrl-C (main)
+        slot.kill() if slot.busy else slot.close()
         shutil.rmtree(logs, ignore_errors=True)
 
 
@@ -272,6 +272,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.runners.slot", description=__doc__.splitlines()[0])
     GradeOptions.add_arguments(parser)
     options = GradeOptions.from_args(parser.parse_args(argv))
+    # A terminal's Ctrl-C reaches the whole process group: the runner stops its slots itself (killed, so a
+    # grade cut short writes nothing), and a slot must not record that grade as failed. A handler, not
+    # SIG_IGN, so that the workers this slot starts do not inherit it.
+    signal.signal(signal.SIGINT, lambda *_: None)
     status = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else is printed goes to the log
 

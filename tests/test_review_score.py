@@ -1,0 +1,148 @@
+"""A part's score set by hand after a regrade request (`review GRADES --score STUDENT PART=POINTS --note
+TEXT`), as a TA types it, `python -m autograder ...` in a subprocess on one small batch: bob forgets the
+1/sqrt(d_k) scale (sdpa 0 of 20), alice hands in the reference. The score set by hand shows with its note
+in bob's results.json, grades.csv, the class report and the Canvas export; a rerun with --force keeps
+it; --unscore restores what the tests gave; a resubmitted file keeps the computed score; a grade held
+for review is decided first; bad input changes nothing."""
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autograder.core.paths import REPO
+from tests import fresh_machine
+
+EXAMPLES = REPO / "examples" / "submissions"
+NOTE = "regrade: the scale is applied in the caller"
+
+
+def autograder(*args):
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=fresh_machine.ENV)
+
+
+def ok(*args) -> str:
+    result = autograder(*args)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    return result.stdout + result.stderr
+
+
+def read_csv(path) -> dict:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {row.get("submission") or row.get("Student"): row for row in rows}
+
+
+def results_of(out, name) -> dict:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """(submissions, grades folder, the batch command) after grading alice and bob, bob's sdpa set to 15."""
+    tmp = tmp_path_factory.mktemp("score")
+    subs, out = tmp / "subs", tmp / "grades"
+    subs.mkdir()
+    (subs / "alice.py").write_text((EXAMPLES / "reference_copy.py").read_text())
+    (subs / "bob.py").write_text((EXAMPLES / "buggy_no_scale.py").read_text())
+    grade = ("grade", subs, "--batch", "--out", out, "--suite", "public", "--jobs", "2")
+    ok(*grade)
+    assert results_of(out, "bob")["extra_data"]["parts"]["sdpa"]["score"] == 0
+    said = ok("review", out, "--score", "bob", "sdpa=15", "--note", NOTE)
+    assert "bob: set by hand; score 85 / 90" in said
+    return subs, out, grade
+
+
+def shows_the_score_set_by_hand(out, tmp_path):
+    """Asserts every view of bob's grade shows sdpa 15 set by hand with the note, and the total 85 of 90."""
+    bob = results_of(out, "bob")
+    assert (bob["score"], bob["extra_data"]["max_score"]) == (85, 90)
+    assert bob["extra_data"]["parts"]["sdpa"]["score"] == 15
+    assert round(sum(row.get("score") or 0 for row in bob["tests"]), 6) == 85  # the rows still add up to the total
+    assert f"Score set by hand: 15 / 20 (the tests gave 0): {NOTE}" in bob["output"]
+    hand_rows = [row for row in bob["tests"] if row["tags"] == ["sdpa", "set by hand"]]
+    assert [(row["score"], row["max_score"]) for row in hand_rows] == [(15, 0)]
+    assert NOTE in hand_rows[0]["output"]
+
+    grades = read_csv(out / "grades.csv")
+    assert (grades["bob"]["score"], grades["bob"]["sdpa"]) == ("85.0", "15.0")
+    assert grades["bob"]["review"] == f"score set by hand: sdpa 15 (the tests gave 0: {NOTE})"
+    assert (grades["alice"]["score"], grades["alice"]["review"]) == ("90.0", "")
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,sis_user_id,login,section,submission\nAlice,1,11,alice,A,alice\nBob,2,22,bob,A,bob\n")
+    report = ok("report", out, "--roster", roster, "--format", "canvas", "--assignment", "MHSA",
+                "--out", tmp_path / "report")
+    assert f"bob: score set by hand: sdpa 15 (the tests gave 0: {NOTE})" in report
+    canvas = read_csv(tmp_path / "report" / "canvas.csv")
+    assert (canvas["Bob"]["MHSA"], canvas["Alice"]["MHSA"]) == ("85.00", "90.00")
+    with open(tmp_path / "report" / "report-integrity.csv", newline="") as f:
+        integrity = [row for row in csv.reader(f) if row[1] == "score set by hand"]
+    assert integrity == [["bob", "score set by hand", f"sdpa 15 (the tests gave 0: {NOTE})"]]
+
+
+def test_a_score_set_by_hand_shows_with_its_note_everywhere(batch, tmp_path):
+    shows_the_score_set_by_hand(batch[1], tmp_path)
+    assert "bob: scores set by hand on files sha256" in ok("review", batch[1])
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--score", "bob", "sdpa=21"), "part 'sdpa' scores 0 to 20, not 21"),
+    (("--score", "bob", "sdpa=-1"), "part 'sdpa' scores 0 to 20, not -1"),
+    (("--score", "bob", "sdpa=lots"), "'sdpa=lots' is not PART=POINTS"),
+    (("--score", "bob", "attention=3"), "no part 'attention' in the rubric; its parts: sdpa, heads, masks, mhsa"),
+    (("--score", "carol", "sdpa=3"), "no results for 'carol'"),
+    (("--score", "bob", "W1=1"), "W1 is a written question of the knowledge check"),
+    (("--score", "bob", "timing=1"), "part 'timing' is not in these results"),
+    (("--unscore", "bob", "masks"), "bob has no score set by hand for masks; set by hand: sdpa"),
+])
+def test_bad_input_says_why_in_one_line_and_changes_nothing(batch, args, says):
+    out = batch[1]
+    before = {p.name: p.read_bytes() for p in [*out.glob("*.json"), *out.glob("*.csv"), *out.glob("records/*")]}
+    result = autograder("review", out, *args, "--note", "x")
+    assert result.returncode == 2 and says in result.stdout, result.stdout + result.stderr
+    assert len(result.stdout.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert {p.name: p.read_bytes() for p in [*out.glob("*.json"), *out.glob("*.csv"), *out.glob("records/*")]} == before
+
+
+def test_score_needs_a_note(batch):
+    result = autograder("review", batch[1], "--score", "bob", "sdpa=3")
+    assert result.returncode == 2 and result.stdout.startswith("--score needs --note TEXT")
+    assert results_of(batch[1], "bob")["extra_data"]["parts"]["sdpa"]["score"] == 15
+
+
+def test_kept_by_a_forced_rerun_dropped_by_unscore_and_not_carried_to_other_files(batch, tmp_path):
+    subs, out, grade = batch
+    ok(*grade, "--force")
+    shows_the_score_set_by_hand(out, tmp_path)
+
+    said = ok("review", out, "--unscore", "bob")
+    assert "bob: back to what the tests gave; score 70 / 90" in said
+    bob = results_of(out, "bob")
+    assert (bob["score"], bob["extra_data"]["parts"]["sdpa"]["score"]) == (70, 0)
+    assert "set by hand" not in json.dumps(bob).lower()
+    assert read_csv(out / "grades.csv")["bob"]["review"] == ""
+    assert json.loads((out / "records" / "scores.json").read_text()) == {}
+
+    # set on one file, then the student hands in another: the record is kept, listed as not applied
+    ok("review", out, "--score", "bob", "sdpa=15", "--note", NOTE)
+    (subs / "bob.py").write_text((subs / "bob.py").read_text() + "\n# resubmitted\n")
+    # and alice hands in a file held for review (ctypes reaches into the interpreter)
+    (subs / "alice.py").write_text((subs / "alice.py").read_text() + "\nimport ctypes\n")
+    rerun = ok(*grade)
+    assert "bob: scores set by hand (sdpa) on files sha256" in rerun and "not applied" in rerun
+    assert results_of(out, "bob")["score"] == 70
+    assert "not applied" in ok("review", out)
+    assert "bob" in json.loads((out / "records" / "scores.json").read_text())
+
+    # a grade held for review stays held: its score is the review's to decide first
+    held = autograder("review", out, "--score", "alice", "sdpa=10", "--note", "partial credit")
+    assert held.returncode == 2 and held.stdout.strip() == (
+        "its grade is held for review: release or confirm it first (review --release | --confirm)")
+    assert results_of(out, "alice")["extra_data"]["status"] == "held"
+    ok("review", out, "--release", "alice", "--note", "ctypes imported, never used")
+    ok("review", out, "--score", "alice", "sdpa=10", "--note", "partial credit")
+    alice = results_of(out, "alice")
+    assert (alice["score"], alice["extra_data"]["held"]["decision"]) == (80, "release")
