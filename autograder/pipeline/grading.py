@@ -121,9 +121,14 @@ def work_done(ctx: GradingContext, grade: Grade) -> Work:
 
 @functools.cache
 def _handout_shapes() -> dict:
-    """Contract name -> its shape in the handout (reference/mhsa.py, whose stubs students get)."""
-    tree = ast.parse(paths.REFERENCE.read_text())
-    return {node.name: _shape(node) for node in tree.body if getattr(node, "name", None) in CONTRACT}
+    """Contract name -> its shape in the handout: from reference/mhsa.py, whose stubs students get,
+    where the grader has it (a checkout, Gradescope's bundle), else from the stubs the student
+    release ships (examples/submissions/stubs.py, as handed out); empty where neither is present."""
+    for source in (paths.REFERENCE, paths.REPO / "examples" / "submissions" / "stubs.py"):
+        if source.is_file():
+            tree = ast.parse(source.read_text())
+            return {node.name: _shape(node) for node in tree.body if getattr(node, "name", None) in CONTRACT}
+    return {}
 
 
 def _shape(node) -> tuple:
