@@ -75,9 +75,9 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    """One TestResult per test, and what the graded code was (grade.Work). When the whole-submission
-    limit stops the grade (ctx.stop_early), the tests that finished keep their results, the one in
-    flight and every one not yet run fail with the reason, and a note says so."""
+    """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
+    tests that finished keep their results, the one in flight and every one not yet run fail with
+    the reason, and a note says so."""
     collector = _Collector(ctx.backend(grade.source), ctx)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
     zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
@@ -98,7 +98,12 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
         grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
-    return replace(grade, tests=tests, forbidden=zeroed, held=held, work=work_done(ctx, grade))
+    return replace(grade, tests=tests, forbidden=zeroed, held=held)
+
+
+def judge_work(ctx: GradingContext, grade: Grade) -> Grade:
+    """The grade with what its code was (grade.Work, work_done)."""
+    return replace(grade, work=work_done(ctx, grade))
 
 
 def work_done(ctx: GradingContext, grade: Grade) -> Work:
@@ -123,8 +128,8 @@ def work_done(ctx: GradingContext, grade: Grade) -> Work:
 def _handout_shapes() -> dict:
     """Contract name -> its shape in the handout: from reference/mhsa.py, whose stubs students get,
     where the grader has it (a checkout, Gradescope's bundle), else from the stubs the student
-    release ships (examples/submissions/stubs.py, as handed out); empty where neither is present."""
-    for source in (paths.REFERENCE, paths.REPO / "examples" / "submissions" / "stubs.py"):
+    release ships (paths.HANDOUT_STUBS); empty where neither is present."""
+    for source in (paths.REFERENCE, paths.HANDOUT_STUBS):
         if source.is_file():
             tree = ast.parse(source.read_text())
             return {node.name: _shape(node) for node in tree.body if getattr(node, "name", None) in CONTRACT}
@@ -339,7 +344,7 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, start_worker, run_suites, carry_forward, score, diagnose, draw_pictures,
+STAGES = (load_submission, static_scan, start_worker, run_suites, judge_work, carry_forward, score, diagnose, draw_pictures,
           grade_knowledge, grade_timing, apply_late_penalty, hold_for_review)
 
 # Whether a stage runs for this grade, decided from the context (the rubric and the command line) before
