@@ -115,7 +115,8 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene):
     assert set(grade.parts) >= losing
     text = feedback(grade)
     if case.held:  # a person decides: the total is withheld; the tests show the run-time defences
-        assert grade.status == Status.HELD and grade.score == 0, grade.status
+        assert grade.status == Status.HELD and grade.score == 0, \
+            f"{grade.status} {grade.score}: {dict((n, p.score) for n, p in grade.parts.items())}\n{text[:3000]}"
         assert any(case.held.lower() in r.lower() for reasons in grade.held.values() for r in reasons), grade.held
         tested = {t.part for t in grade.tests}
         failing = {t.part for t in grade.tests if not t.passed}

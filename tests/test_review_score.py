@@ -92,9 +92,10 @@ def test_a_score_set_by_hand_shows_with_its_note_everywhere(batch, tmp_path):
     (("--score", "bob", "sdpa=21"), "part 'sdpa' scores 0 to 20, not 21"),
     (("--score", "bob", "sdpa=-1"), "part 'sdpa' scores 0 to 20, not -1"),
     (("--score", "bob", "sdpa=lots"), "'sdpa=lots' is not PART=POINTS"),
-    (("--score", "bob", "attention=3"), "no part 'attention' in the rubric; its parts: sdpa, heads, masks, mhsa"),
+    (("--score", "bob", "attention=3"), "no part or written question 'attention'; the parts: sdpa, heads, masks, mhsa"),
     (("--score", "carol", "sdpa=3"), "no results for 'carol'"),
-    (("--score", "bob", "W1=1"), "W1 is a written question of the knowledge check"),
+    (("--score", "bob", "W9=1"), "no part or written question 'W9'; the parts: sdpa, heads"),
+    (("--score", "bob", "W1=2"), "written question W1 scores 0 to 1, not 2"),
     (("--score", "bob", "timing=1"), "part 'timing' is not in these results"),
     (("--unscore", "bob", "masks"), "bob has no score set by hand for masks; set by hand: sdpa"),
 ])
@@ -111,6 +112,53 @@ def test_score_needs_a_note(batch):
     result = autograder("review", batch[1], "--score", "bob", "sdpa=3")
     assert result.returncode == 2 and result.stdout.startswith("--score needs --note TEXT")
     assert results_of(batch[1], "bob")["extra_data"]["parts"]["sdpa"]["score"] == 15
+
+
+WRITTEN_NOTE = "W2: names no cross-attention model"
+
+
+def test_written_questions_are_scored_by_hand_beside_the_autograded_score(batch, tmp_path):
+    """W1 and W2 (knowledge.toml's written questions, 1 point each, graded by hand in nbgrader's
+    formgrader on the notebook route) scored on the batch route: outside results.json's autograded
+    score and maximum, in grades.csv's written column, and counted by the report and the Canvas export
+    as nbgrader's gradebook counts them (every student's points possible gain the 2 points; a student not
+    scored yet counts 0, and the export says who). Kept by a forced rerun; --unscore takes them back."""
+    subs, out, grade = batch
+    said = ok("review", out, "--score", "bob", "W1=1", "W2=0.5", "--note", WRITTEN_NOTE)
+    assert f"bob: set by hand; score 85 / 90; score set by hand: sdpa 15 (the tests gave 0: {NOTE}); " \
+           f"written, scored by hand: W1 1/1 ({WRITTEN_NOTE}); W2 0.5/1 ({WRITTEN_NOTE})" in said
+    ok(*grade, "--force")
+
+    bob = results_of(out, "bob")
+    assert (bob["score"], bob["extra_data"]["max_score"]) == (85, 90)  # the autograded total is unchanged
+    assert bob["extra_data"]["written"] == {"W1": {"score": 1.0, "max_score": 1.0, "note": WRITTEN_NOTE},
+                                            "W2": {"score": 0.5, "max_score": 1.0, "note": WRITTEN_NOTE}}
+    grades = read_csv(out / "grades.csv")
+    assert (grades["bob"]["written"], grades["alice"]["written"], grades["bob"]["score"]) == ("1.5", "", "85.0")
+    assert f"written, scored by hand: W1 1/1 ({WRITTEN_NOTE})" in grades["bob"]["review"]
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,sis_user_id,login,section,submission\nAlice,1,11,alice,A,alice\nBob,2,22,bob,A,bob\n")
+    report = ok("report", out, "--roster", roster, "--format", "canvas", "--assignment", "MHSA",
+                "--out", tmp_path / "report")
+    assert "count the written questions W1, W2, scored by hand (review --score); not scored yet for alice: " \
+           "counted 0" in report
+    with open(tmp_path / "report" / "canvas.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[1][-1] == "92" and {r[0]: r[-1] for r in rows[2:]} == {"Alice": "90.00", "Bob": "86.50"}
+    with open(tmp_path / "report" / "report-integrity.csv", newline="") as f:
+        integrity = [row for row in csv.reader(f) if row[1] == "written, scored by hand"]
+    assert integrity == [["bob", "written, scored by hand", f"W1 1/1: {WRITTEN_NOTE}"],
+                         ["bob", "written, scored by hand", f"W2 0.5/1: {WRITTEN_NOTE}"]]
+    ok("report", out, "--feedback", "--out", tmp_path / "pages")
+    page = (tmp_path / "pages" / "feedback" / "bob.html").read_text()
+    assert "Written questions, scored by hand" in page and f"W2: 0.5 / 1: {WRITTEN_NOTE}" in page
+
+    said = ok("review", out, "--unscore", "bob", "W1", "W2")
+    assert "written, scored by hand" not in said
+    assert "written" not in results_of(out, "bob")["extra_data"]
+    assert "written" not in read_csv(out / "grades.csv")["bob"]
+    assert list(json.loads((out / "records" / "scores.json").read_text())["bob"]["parts"]) == ["sdpa"]
 
 
 def test_kept_by_a_forced_rerun_dropped_by_unscore_and_not_carried_to_other_files(batch, tmp_path):

@@ -4,6 +4,7 @@
     python -m autograder review grades/ --release alice       # the grade counts as the tests earned it
     python -m autograder review grades/ --confirm bob --note "uses torch._C to reach the fused kernel"
     python -m autograder review grades/ --score carol masks=8 mhsa=20 --note "regrade: the test assumed float masks"
+    python -m autograder review grades/ --score dave W1=1 W2=0.5 --note "W2: the cross-attention example is missing"
     python -m autograder review grades/ --unscore carol masks   # back to what the tests gave (every part: no PART)
 
 A decision rewrites the student's results file and grades.csv through the one results model
@@ -15,16 +16,13 @@ files graded likewise (GRADES/records/scores.json): a rerun sets it again on the
 lists it as not applied on others.
 """
 import math
-import re
 from pathlib import Path
 
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import RUBRIC_FILE
+from autograder.intake import knowledge
 from autograder.record import results, reviews
 from autograder.record.reviews import DONE, held, record, short
-
-WRITTEN_QUESTION = re.compile(r"W\d+")  # the knowledge check's written questions (intake/knowledge.py's names)
-
 
 def add_parser(subparsers):
     p = subparsers.add_parser("review", help="list grades held for review, or release or confirm one",
@@ -35,7 +33,8 @@ def add_parser(subparsers):
     decision.add_argument("--confirm", metavar="STUDENT",
                           help="the hold was right: the parts it concerns score 0, the rest counts")
     decision.add_argument("--score", nargs="+", metavar=("STUDENT", "PART=POINTS"),
-                          help="set parts' scores by hand (a regrade request), 0 to the part's maximum; needs --note")
+                          help="set parts' scores by hand (a regrade request), 0 to the part's maximum, or score the "
+                               "written questions (W1, W2: outside the autograded maximum); needs --note")
     decision.add_argument("--unscore", nargs="+", metavar=("STUDENT", "PART"),
                           help="back to the scores the tests gave, for these parts (every part set by hand: none named)")
     p.add_argument("--rubric", type=Path, default=RUBRIC_FILE,
@@ -80,13 +79,18 @@ def by_hand(out: Path, rubric, args) -> int:
         name, *pairs = args.score
         if not args.note.strip():
             raise ValueError("--score needs --note TEXT: why the score is set by hand (the student reads it)")
-        changed = reviews.set_scores(out, rubric, name, part_points(pairs), args.note)
+        changed = reviews.set_scores(out, rubric, name, part_points(pairs), args.note, written_questions(rubric))
         what = "set by hand"
     rewrite_csv(out, rubric)
+    by_hand = [t for t in (results.hand_scores_text(changed.parts), results.written_text(changed.written)) if t]
     print(f"{results.printable(name)}: {what}; score {changed.score:g} / {changed.max_score or 0:g}"
-          f"{'; ' + results.hand_scores_text(changed.parts) if results.hand_scores_text(changed.parts) else ''}; "
-          f"{out / results.GRADES_CSV} rewritten")
+          f"{''.join('; ' + t for t in by_hand)}; {out / results.GRADES_CSV} rewritten")
     return 0
+
+
+def written_questions(rubric) -> dict:
+    """The written questions a person scores, question -> its points (knowledge.hand_graded)."""
+    return {q.id: q.points for q in knowledge.hand_graded(rubric)}
 
 
 def part_points(pairs: list) -> dict:
@@ -101,11 +105,7 @@ def part_points(pairs: list) -> dict:
         except ValueError:
             found[part] = math.nan
         if not math.isfinite(found[part]):
-            raise ValueError(f"{results.printable(pair)!r} is not PART=POINTS (e.g. masks=8)")
-        if WRITTEN_QUESTION.fullmatch(part):
-            raise ValueError(f"{part} is a written question of the knowledge check: its points are outside "
-                             "rubric.toml's, graded by hand in nbgrader's formgrader only; a results file has no "
-                             "score for it")
+            raise ValueError(f"{results.printable(pair)!r} is not PART=POINTS (e.g. masks=8 or W1=1)")
     return found
 
 
@@ -113,7 +113,8 @@ def listing(out: Path) -> str:
     entries = held(out)
     lines = [f"{results.printable(name)}: "
              + (why if why else f"scores set by hand on files {short(taken.get('sha256', ''))}: "
-                + "; ".join(f"{part} {e.get('points'):g} ({e.get('note', '')})" for part, e in taken["parts"].items()))
+                + "; ".join(f"{what} {e.get('points'):g} ({e.get('note', '')})"
+                            for what, e in reviews.scored_by_hand(taken).items()))
              for name, (taken, why) in reviews.hand_scores(out).items()]
     if not entries:
         return "\n".join([*lines, f"no grade in {out} is held for review"])

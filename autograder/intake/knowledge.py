@@ -116,6 +116,12 @@ def autograded(all_questions: list) -> list:
     return [q for q in all_questions if q.autograded]
 
 
+def hand_graded(rubric, path: Path = QUESTIONS_FILE) -> list:
+    """The written questions a person scores (those with points), where the rubric has a knowledge check:
+    they come with it, or not at all (nbgrader's notebook, `review --score`, the class report)."""
+    return [q for q in questions(path) if not q.autograded and q.points] if "knowledge" in rubric.parts else []
+
+
 def load_key(path: Path = KEY_FILE) -> dict:
     if not Path(path).is_file():
         raise FileNotFoundError(f"the knowledge-check key {path} is missing (it is never released to "

@@ -35,8 +35,7 @@ def nbgrader_points(rubric) -> tuple:
     holds, the written questions, graded by hand in nbgrader's formgrader; they come with the
     notebook's knowledge check, or not at all)."""
     in_notebook = {name: part.points for name, part in rubric.parts.items() if name not in OUTSIDE_NOTEBOOK}
-    written = [q for q in knowledge.questions() if not q.autograded and q.points] if "knowledge" in rubric.parts else []
-    return in_notebook, written
+    return in_notebook, knowledge.hand_graded(rubric)
 IMPORTS_CELL = "imports"
 HELPERS_CELL = "test_helpers"  # the read-only cell of the test cells' helpers (oracles, _expect_close)
 TEST_CELL = re.compile(r"^test_(?P<part>[a-z]+)_")

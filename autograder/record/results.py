@@ -65,6 +65,15 @@ class PartRecord:
 
 
 @dataclass(frozen=True)
+class WrittenScore:
+    """extra_data["written"][question]: a written question of the knowledge check scored by a person
+    (`review --score STUDENT W1=POINTS`), outside the autograded score and maximum."""
+    score: float
+    max_score: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Hold:
     """extra_data["held"]: why a person reviews the grade, the parts at stake, the total each decision
     gives, the decision taken (None until one is), the sha256 of the files graded (what a decision is
@@ -115,6 +124,7 @@ class Results:
     graded_with: dict      # what produced the grade (pipeline/grade_file.graded_with)
     format: int | None
     work: Work | None = None  # what the graded code was (grade.Work); None where the file does not say
+    written: dict = field(default_factory=dict)  # question id -> WrittenScore: scored by hand, outside the maximum
 
     @classmethod
     def of(cls, data: dict) -> "Results":
@@ -133,7 +143,8 @@ class Results:
             forbidden=_texts(extra.get("forbidden")), flags=_texts(extra.get("flags")), notes=_texts(extra.get("notes")),
             graded_with=extra["graded_with"] if isinstance(extra.get("graded_with"), dict) else {},
             format=extra.get("format") if isinstance(extra.get("format"), int) else None,
-            work=Work(extra["work"]) if extra.get("work") in tuple(Work) else None)
+            work=Work(extra["work"]) if extra.get("work") in tuple(Work) else None,
+            written=_written(extra.get(WRITTEN_KEY)))
 
     @property
     def has_grade(self) -> bool:
@@ -175,6 +186,14 @@ def _part(info: dict) -> PartRecord:
                       graded=info.get("graded", True) is not False, notes=_texts(info.get("notes")),
                       diagnosis=_text(info.get("diagnosis")), left_out_because=_text(info.get("left_out_because")),
                       picture_text=_text(info.get("picture_text")), picture_html=_text(info.get("picture_html")))
+
+
+def _written(found) -> dict:
+    if not isinstance(found, dict):
+        return {}
+    return {q: WrittenScore(_number(info.get("score")) or 0.0, _number(info.get("max_score")) or 0.0,
+                            _text(info.get("note")))
+            for q, info in found.items() if isinstance(q, str) and isinstance(info, dict)}
 
 
 def _row(row: dict) -> TestRow:
@@ -515,7 +534,8 @@ def write_grades_csv(folder: Path, names, rubric) -> list:
     without a valid results file has no row. Its rows, the header first, as values (not CSV text)."""
     found = {name: kept for name in names if (kept := load(Path(folder) / f"{name}.json")) is not None}
     late = any(r.late for r in found.values())  # the late columns, where any student was charged
-    rows = [csv_header(rubric, late), *(csv_row(name, r, rubric, late) for name, r in found.items())]
+    written = any(r.written for r in found.values())  # the written column, where a person scored any
+    rows = [csv_header(rubric, late, written), *(csv_row(name, r, rubric, late, written) for name, r in found.items())]
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
     for row in rows:
@@ -524,21 +544,23 @@ def write_grades_csv(folder: Path, names, rubric) -> list:
     return rows
 
 
-def csv_header(rubric, late: bool = False) -> list:
-    """grades.csv's columns; `late`: with days_late and late_penalty (the points the late policy took)."""
+def csv_header(rubric, late: bool = False, written: bool = False) -> list:
+    """grades.csv's columns; `late`: with days_late and late_penalty (the points the late policy took);
+    `written`: with the written questions' points scored by hand (outside score and max_score)."""
     return ["submission", "score", "max_score", "left_out", *rubric.parts, "isolation", "status", "review",
-            *(("days_late", "late_penalty") if late else ())]
+            *(("days_late", "late_penalty") if late else ()), *(("written",) if written else ())]
 
 
-def csv_row(name: str, results: Results, rubric, late: bool = False) -> list:
+def csv_row(name: str, results: Results, rubric, late: bool = False, written: bool = False) -> list:
     """One grades.csv row from results (a part not graded is blank; left_out says what the maximum
-    does not hold, and why)."""
+    does not hold, and why; written is blank where no written question was scored)."""
     parts = results.parts
     return [clean_name(name), results.score, "" if results.max_score is None else results.max_score,
             left_out_cell(left_out(results, rubric)),
             *(parts[p].score if p in parts and parts[p].graded else "" for p in rubric.parts),
             results.isolation, results.status.value if results.status else "", review_cell(results),
-            *((results.late or ("", "")) if late else ())]
+            *((results.late or ("", "")) if late else ()),
+            *((written_points(results) if results.written else "",) if written else ())]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -677,7 +699,7 @@ def review_cell(results: Results) -> str:
     """grades.csv's review column: empty, or the hold (and the decision taken on it) with its reasons,
     then each part's score set by hand (hand_scores_text)."""
     held = results.held
-    cells = [hand_scores_text(results.parts)] if hand_scores_text(results.parts) else []
+    cells = [text for text in (hand_scores_text(results.parts), written_text(results.written)) if text]
     if held is None:
         return " | ".join(cells)
     state = {"release": "released after review", "confirm": "confirmed after review"}.get(held.decision,
@@ -694,6 +716,7 @@ def review_cell(results: Results) -> str:
 HAND_KEY = "set_by_hand"  # a part record's {"computed_score", "note"} while its score is set by hand
 HAND_TAG = "set by hand"  # the second tag of a part's set-by-hand row: (part, HAND_TAG)
 HAND_NOTE = "Score set by hand"
+WRITTEN_KEY = "written"  # extra_data's written questions scored by hand (WrittenScore)
 
 
 def hand_scores_text(parts: dict) -> str:
@@ -706,6 +729,29 @@ def hand_scores_text(parts: dict) -> str:
 def hand_score_text(name: str, part: PartRecord) -> str:
     """A part whose score is set by hand, in words: "sdpa 14 (the tests gave 10: NOTE)"."""
     return f"{name} {part.score:g} (the tests gave {part.computed_score:g}{': ' + part.hand_note if part.hand_note else ''})"
+
+
+def written_text(written: dict) -> str:
+    """The written questions scored by hand, in a line: "written, scored by hand: W1 1/1 (NOTE)"; "" for none."""
+    found = [f"{q} {w.score:g}/{w.max_score:g}{f' ({w.note})' if w.note else ''}" for q, w in written.items()]
+    return "written, scored by hand: " + "; ".join(found) if found else ""
+
+
+def written_points(results: Results) -> float:
+    return points(sum(to_units(w.score) for w in results.written.values()))
+
+
+def with_written_scores(results: Results, scores: dict) -> Results:
+    """The results with exactly the written questions in `scores` (question -> (points, its maximum,
+    note)) scored by hand, in extra_data["written"] (none: the field removed). The written questions
+    are graded by a person, outside the autograded score and maximum, which stay as they are; the
+    student reads them in their feedback and the class report counts them. Pure: new results out."""
+    data = results.data
+    extra_data = {k: v for k, v in data["extra_data"].items() if k != WRITTEN_KEY}
+    if scores:
+        extra_data[WRITTEN_KEY] = {q: {"score": float(p), "max_score": float(m), "note": printable(note)}
+                                   for q, (p, m, note) in scores.items()}
+    return Results.of({**data, "extra_data": extra_data})
 
 
 def with_hand_scores(results: Results, rubric, scores: dict) -> Results:

@@ -8,7 +8,7 @@ grade recorded: grade_file.submission_digest). A rerun of the batch (`--force`) 
 name is graded afresh and stays held, with a line saying that an earlier decision was not carried and
 why: a decision is a person's judgement of the bytes they reviewed, never of a name.
 A score set by hand (`review --score`) is kept in GRADES/records/scores.json in the same way: the
-part's points and the note, bound to the sha256 of the files it was set on. A rerun sets it again on
+part's (or the written question's) points and the note, bound to the sha256 of the files it was set on. A rerun sets it again on
 those very files only; on other files the computed score stands, and the record is kept, listed as
 not applied (review GRADES lists it, the batch says so) until it is set again or undone (--unscore).
 The `review` command (autograder/cli/review.py) and the batch use it.
@@ -18,7 +18,8 @@ from pathlib import Path
 from autograder.record import results
 
 REVIEWS_FILE = "reviews.json"
-SCORES_FILE = "scores.json"  # name -> {"sha256", "parts": {part: {"points", "note"}}}: the scores set by hand
+SCORES_FILE = "scores.json"  # name -> {"sha256", "parts": {part: {"points", "note"}}, "written": {...}}
+PARTS, WRITTEN = "parts", "written"  # a scores.json entry's parts, and written questions ({"points", "max_score", "note"})
 SHORT_HASH = 12  # hex digits of a sha256 shown to a person; every comparison uses the whole digest
 DONE = {"release": "released", "confirm": "confirmed"}
 
@@ -99,34 +100,46 @@ def not_carried(out: Path, names) -> dict:
     return {name: r.held.not_carried for name, r in found.items() if r and r.held and r.held.not_carried}
 
 
-def set_scores(out: Path, rubric, name: str, points: dict, note: str) -> results.Results:
-    """`name`'s parts in `points` (part -> points) set by hand with `note`, on top of the parts already
-    set by hand on the same files, and recorded with the sha256 of the files graded; the new results.
-    ValueError, nothing changed, for a name without results, a part the rubric lacks, points outside
-    the part's range, a grade held and not decided yet."""
-    unknown = [part for part in points if part not in rubric.parts]
+def set_scores(out: Path, rubric, name: str, points: dict, note: str, written: dict | None = None) -> results.Results:
+    """`name`'s parts and written questions in `points` (part or question -> points) set by hand with
+    `note`, on top of those already set by hand on the same files, and recorded with the sha256 of the
+    files graded; the new results. `written`: the knowledge check's written questions and their points
+    (question -> maximum), which a person scores outside the autograded maximum. ValueError, nothing
+    changed, for a name without results, a part or question unknown, points outside its range, a grade
+    held and not decided yet (parts only: a written answer is scored whatever the code's grade)."""
+    written = written or {}
+    unknown = [what for what in points if what not in rubric.parts and what not in written]
     if unknown:
-        raise ValueError(f"no part {unknown[0]!r} in the rubric; its parts: {', '.join(rubric.parts)}")
+        raise ValueError(f"no part or written question {unknown[0]!r}; the parts: {', '.join(rubric.parts)}; "
+                         f"the written questions: {', '.join(written) or 'none with points'}")
+    for question, p in points.items():
+        if question in written and not 0 <= p <= written[question]:
+            raise ValueError(f"written question {question} scores 0 to {written[question]:g}, not {p:g}")
     found = _results_of(out, name)
-    taken = {**_applied_parts(_scores(out).get(name), found),
-             **{part: {"points": float(p), "note": note} for part, p in points.items()}}
-    return _write_scores(out, rubric, name, found, taken, {"sha256": _digest(found), "parts": taken})
+    kept = _applied(_scores(out).get(name), found)
+    for what, p in points.items():
+        kind = WRITTEN if what in written else PARTS
+        kept[kind][what] = {"points": float(p), "note": note, **({"max_score": written[what]} if what in written else {})}
+    return _write_scores(out, rubric, name, found, kept, {"sha256": _digest(found), **kept})
 
 
-def unset_scores(out: Path, rubric, name: str, parts=()) -> results.Results:
-    """`name`'s `parts` (every part set by hand when empty) back to what the tests gave, and dropped from
-    the record; the new results. ValueError, nothing changed, for a name without results or a part not
-    set by hand."""
+def unset_scores(out: Path, rubric, name: str, which=()) -> results.Results:
+    """`name`'s parts and written questions in `which` (every one set by hand when empty) back to what
+    the tests gave (a written question: not scored), and dropped from the record; the new results.
+    ValueError, nothing changed, for a name without results or one not set by hand."""
     found = _results_of(out, name)
     kept = _scores(out).get(name)
-    recorded = kept.get("parts", {}) if isinstance(kept, dict) and isinstance(kept.get("parts"), dict) else {}
-    not_set = [part for part in parts if part not in recorded] or ([] if recorded else ["any part"])
+    recorded = _recorded(kept)
+    every = {**recorded[PARTS], **recorded[WRITTEN]}
+    not_set = [what for what in which if what not in every] or ([] if every else ["any part"])
     if not_set:
         raise ValueError(f"{results.printable(name)} has no score set by hand for {not_set[0]}; "
-                         f"set by hand: {', '.join(recorded) or 'none'}")
-    left = {part: entry for part, entry in recorded.items() if parts and part not in parts}
-    applied = bool(_applied_parts(kept, found))
-    return _write_scores(out, rubric, name, found, left if applied else {}, {**kept, "parts": left} if left else None)
+                         f"set by hand: {', '.join(every) or 'none'}")
+    left = {kind: {what: e for what, e in entries.items() if which and what not in which}
+            for kind, entries in recorded.items()}
+    applied = any(_applied(kept, found).values())
+    return _write_scores(out, rubric, name, found, left if applied else _recorded(None),
+                         {**kept, **left} if any(left.values()) else None)
 
 
 def reapply_scores(out: Path, rubric, names) -> dict:
@@ -143,7 +156,7 @@ def reapply_scores(out: Path, rubric, names) -> dict:
             not_applied[name] = why
         else:
             try:
-                results.write(out / f"{name}.json", results.with_hand_scores(found, rubric, _as_scores(taken["parts"])))
+                results.write(out / f"{name}.json", _with_scores(found, rubric, _recorded(taken)))
             except ValueError as err:  # a grade held again, a part no longer graded: the computed score stands
                 not_applied[name] = f"scores set by hand not applied: {err}"
     return not_applied
@@ -154,7 +167,8 @@ def scores_not_applied_because(taken: dict, found: results.Results) -> str:
     recorded = taken.get("sha256") if isinstance(taken.get("sha256"), str) else ""
     now = _digest(found)
     if not recorded or recorded != now:
-        return (f"scores set by hand ({', '.join(taken.get('parts', {}))}) on files {short(recorded)} not applied: "
+        named = ", ".join(what for entries in _recorded(taken).values() for what in entries)
+        return (f"scores set by hand ({named}) on files {short(recorded)} not applied: "
                 f"the files graded now are {short(now)}; set them again (review --score) or drop them (--unscore)")
     return ""
 
@@ -169,15 +183,34 @@ def hand_scores(out: Path) -> dict:
     return found
 
 
-def _applied_parts(kept, found: results.Results) -> dict:
-    """The parts of a scores.json entry, where it applies to `found`'s files; {} where it does not (a
-    score set on other files is replaced, never carried)."""
-    applies = isinstance(kept, dict) and isinstance(kept.get("parts"), dict) and not scores_not_applied_because(kept, found)
-    return dict(kept["parts"]) if applies else {}
+def scored_by_hand(taken: dict) -> dict:
+    """A scores.json entry's parts and written questions: name -> {"points", "note"}, parts first."""
+    recorded = _recorded(taken)
+    return {**recorded[PARTS], **recorded[WRITTEN]}
 
 
-def _as_scores(parts: dict) -> dict:
-    return {part: (entry["points"], entry.get("note", "")) for part, entry in parts.items()}
+def _recorded(kept) -> dict:
+    """A scores.json entry's {PARTS: ..., WRITTEN: ...}, each name -> its entry ({} where it has none)."""
+    kept = kept if isinstance(kept, dict) else {}
+    return {kind: {what: e for what, e in kept[kind].items() if isinstance(e, dict)}
+            if isinstance(kept.get(kind), dict) else {} for kind in (PARTS, WRITTEN)}
+
+
+def _applied(kept, found: results.Results) -> dict:
+    """A scores.json entry's parts and written questions, where it applies to `found`'s files; none
+    where it does not (a score set on other files is replaced, never carried)."""
+    applies = isinstance(kept, dict) and not scores_not_applied_because(kept, found)
+    return _recorded(kept if applies else None)
+
+
+def _with_scores(found: results.Results, rubric, taken: dict) -> results.Results:
+    """`found` with exactly the parts and written questions of `taken` (_recorded's form) set by hand.
+    ValueError before anything is written (with_hand_scores' reasons)."""
+    untouched = not taken[PARTS] and not any(part.set_by_hand for part in found.parts.values())
+    changed = found if untouched else results.with_hand_scores(
+        found, rubric, {part: (e["points"], e.get("note", "")) for part, e in taken[PARTS].items()})
+    return results.with_written_scores(changed, {q: (e["points"], e.get("max_score", 0.0), e.get("note", ""))
+                                                 for q, e in taken[WRITTEN].items()})
 
 
 def _digest(found: results.Results) -> str:
@@ -185,11 +218,9 @@ def _digest(found: results.Results) -> str:
 
 
 def _write_scores(out: Path, rubric, name: str, found: results.Results, taken: dict, entry: dict | None):
-    """`name`'s results with exactly the parts in `taken` set by hand, and its scores.json `entry`
-    (None: dropped); the new results."""
-    # ValueError before anything is written; a record not applied to these results only needs dropping
-    untouched = not taken and not any(part.set_by_hand for part in found.parts.values())
-    changed = found if untouched else results.with_hand_scores(found, rubric, _as_scores(taken))
+    """`name`'s results with exactly the parts and written questions in `taken` set by hand, and its
+    scores.json `entry` (None: dropped); the new results."""
+    changed = _with_scores(found, rubric, taken)
     recorded = _scores(out)
     if entry is None:
         recorded.pop(name, None)

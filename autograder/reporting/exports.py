@@ -12,6 +12,7 @@ from pathlib import Path
 
 from autograder.intake import notebook
 from autograder.record import results
+from autograder.reporting import sources
 from autograder.record.results import SpreadsheetWriter
 
 # Canvas's gradebook import: these five identity columns, then one column per assignment; the row
@@ -140,8 +141,9 @@ def points_possible_warnings(records, maximum, files: str, rubric, from_nbgrader
     in_notebook, written = notebook.nbgrader_points(rubric)
     outside = {name: part.points for name, part in rubric.parts.items() if name not in in_notebook}
     nbgrader_total = sum(in_notebook.values()) + sum(q.points for q in written)
+    counted = any(sources.WRITTEN_PART in r.parts for r in records)  # scored by hand on this route too
     by_hand = (f"the written questions {', '.join(q.id for q in written)} ({sum(q.points for q in written):g} "
-               "points, graded by hand in nbgrader's formgrader only)") if written else ""
+               "points, graded by hand in nbgrader's formgrader only)") if written and not counted else ""
     if from_nbgrader:  # the maximum is nbgrader's own: what this course's notebook holds
         holds = _clauses(f"it holds {by_hand}" if by_hand else "", _not_in_notebook(outside))
         return [f"the points possible in {files} ({maximum:g}) are nbgrader's; this course's notebook totals "
@@ -149,7 +151,7 @@ def points_possible_warnings(records, maximum, files: str, rubric, from_nbgrader
     at_maximum = [r for r in records if r.graded and r.max_score == maximum]
     if not at_maximum:  # no grade says what the maximum holds
         return []
-    warnings = []
+    warnings = [_written_warning(at_maximum, written, maximum, files)] if counted else []
     leaves_out = results.left_out_counts([results.left_out_cell(r.left_out) for r in at_maximum])
     if leaves_out:
         warnings.append(f"the points possible in {files} ({maximum:g}) leave out: {leaves_out}")
@@ -162,6 +164,14 @@ def points_possible_warnings(records, maximum, files: str, rubric, from_nbgrader
     if differences:
         warnings.append(f"nbgrader's total for this course is {nbgrader_total:g}: {differences}")
     return warnings
+
+
+def _written_warning(records, written: list, maximum, files: str) -> str:
+    """What the points possible count of the `written` questions, and who has not been scored on them yet."""
+    waiting = [r.name for r in records if r.written_pending]
+    return (f"the points possible in {files} ({maximum:g}) count the written questions "
+            f"{', '.join(q.id for q in written)}, scored by hand (review --score)"
+            + (f"; not scored yet for {', '.join(waiting)}: counted 0" if waiting else ""))
 
 
 def _not_in_notebook(parts: dict) -> str:

@@ -9,11 +9,11 @@ grader, or by hand, still reports what it has.
 import csv
 import io
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.core.errors import clean_name, clean_text
-from autograder.intake import notebook, submission
+from autograder.intake import knowledge, notebook, submission
 from autograder.record import results
 from autograder.record.grade import Work
 
@@ -25,6 +25,9 @@ NBGRADER_SUBMITTED = "submitted"  # a course folder's submissions: submitted/<st
 # What a graded result's work may be besides the student's attempt: the report shows each as a status
 # of its own, and counts tests over attempted work only.
 NOT_ATTEMPTED = (Work.UNTOUCHED.value, Work.DID_NOT_COMPILE.value)
+# The written questions of a batch whose reviewers score them (review --score STUDENT W1=POINTS): one
+# part of the report's, beside the rubric's, that nbgrader's gradebook counts in its total too.
+WRITTEN_PART = "written"
 # What the report reads, bounded: results files through the results model (results.load_any, within
 # results.MAX_READ_BYTES), a gradebook export or Gradescope's metadata a few MB for a large course; code
 # compared for similarity is the size of a real mhsa.py (the reference is ~20 KB), not the 4 MB a
@@ -50,6 +53,7 @@ class Record:
     keys: tuple = ()                          # what a roster may call this student (file name, sid, email)
     output: str = ""                          # the results' top-level text (why a grade is missing)
     work: str = ""                            # grade.Work's value; "" where the results do not say
+    written_pending: tuple = ()               # written questions counted but not scored by hand yet (with_written)
 
     @property
     def graded(self) -> bool:
@@ -112,8 +116,30 @@ def from_results(found: results.Results, name: str, rubric, keys=()) -> Record:
 
 
 def _batch(folder: Path, rubric) -> list:
-    return [from_results(found, p.stem, rubric) for p in sorted(folder.glob("*.json"))
-            if (found := results.load_any(p)) is not None]
+    found = [(p.stem, kept) for p in sorted(folder.glob("*.json")) if (kept := results.load_any(p)) is not None]
+    records = [from_results(kept, name, rubric) for name, kept in found]
+    if any(kept.written for _, kept in found):  # the course scores the written questions on this route
+        questions = knowledge.hand_graded(rubric)
+        records = [with_written(record, kept.written, questions) for record, (_, kept) in zip(records, found)]
+    return records
+
+
+def with_written(record: Record, written: dict, questions: list) -> Record:
+    """A graded `record` with the written `questions` as a part of its own (WRITTEN_PART): the points a
+    person gave (`written`: question -> results.WrittenScore; a question not scored counts 0, as an
+    ungraded cell does in nbgrader; `written_pending` names it) added to its score, and their points to
+    its maximum, so that the report and the exports total what nbgrader's gradebook totals. The part's
+    notes say each score and its reason. A record without a grade is kept."""
+    if record.score is None or record.max_score is None or not questions:
+        return record
+    earned = sum(written[q.id].score for q in questions if q.id in written)
+    possible = sum(q.points for q in questions)
+    notes = tuple(f"{q.id} {written[q.id].score:g}/{q.points:g}" + (f": {written[q.id].note}" if written[q.id].note else "")
+                  for q in questions if q.id in written)
+    part = results.PartRecord(score=earned, max_score=possible, notes=notes)
+    return replace(record, score=round(record.score + earned, 6), max_score=round(record.max_score + possible, 6),
+                   parts={**record.parts, WRITTEN_PART: part},
+                   written_pending=tuple(q.id for q in questions if q.id not in written))
 
 
 def _gradescope(folder: Path, rubric) -> list:

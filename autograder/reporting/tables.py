@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from autograder.core.paths import SUITE_DIRS
 from autograder.record import results
 from autograder.record.grade import Work
-from autograder.reporting.sources import NOT_ATTEMPTED
+from autograder.reporting.sources import NOT_ATTEMPTED, WRITTEN_PART
 
 HARDEST_PER_PART = 5
 KNOWLEDGE = "knowledge"  # the knowledge check's part: a column of the Students table even while withheld
@@ -266,6 +266,8 @@ def integrity(records) -> Table:
             rows += [[r.name, HELD_STATES.get(r.held.decision, "held for review"), reason] for reason in r.held.reasons]
         rows += [[r.name, "score set by hand", results.hand_score_text(name, part)]
                  for name, part in r.parts.items() if part.set_by_hand]
+        rows += [[r.name, "written, scored by hand", note] for note in r.parts[WRITTEN_PART].notes] \
+            if WRITTEN_PART in r.parts else []
         if r.status not in ("graded", "no submission", "held"):
             rows.append([r.name, r.status, _first_line(r)])
         if r.isolation and r.isolation != "sandbox":
