@@ -125,7 +125,7 @@ def test_who_needs_help_names_each_misconception_s_students_and_the_work_not_att
     assert [(r[0], int(r[2]), r[3]) for r in rows[1:4]] == [
         (f"{results.LIKELY_MISTAKE}{d}", len(who), ", ".join(who)) for d, who in expected]
     assert rows[1][1] == "block, mhsa, sdpa"
-    assert rows[4:] == [["untouched: the stubs as handed out", "every part", "1", facts.untouched],
+    assert rows[4:] == [["untouched: every function still the stub", "every part", "1", facts.untouched],
                         ["did not compile: nothing of the code could run, so every test failed", "every part", "1",
                          facts.did_not_compile]]
     assert page.tables["needs-help"] == rows  # the names written out on the page, not hidden
@@ -169,6 +169,8 @@ def test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_tha
     submissions.mkdir()
     stub = (ASSIGNMENT_DIR / "mhsa.py").read_text()
     (submissions / "untouched.py").write_text(stub)
+    # a stub whose parameters the student renamed, no code written: untouched all the same, it compiles
+    (submissions / "renamed.py").write_text(stub.replace("def split_heads(x, num_heads):", "def split_heads(t, heads):"))
     shutil.copy(ASSIGNMENT_DIR / "mhsa.ipynb", submissions / "untouched_notebook.ipynb")
     (submissions / "broken.py").write_text(NOT_COMPILING)
     (submissions / "zero.py").write_text(re.sub(r"raise NotImplementedError\(.*\)", "return 0", stub))
@@ -179,9 +181,10 @@ def test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_tha
                           "--jobs", "4"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     found = {name: results.load(out / f"{name}.json")
-             for name in ("untouched", "untouched_notebook", "broken", "zero", "partly")}
+             for name in ("untouched", "untouched_notebook", "renamed", "broken", "zero", "partly")}
     assert {name: (r.status.value, r.work.value, r.score) for name, r in found.items() if name != "partly"} == {
         "untouched": ("graded", "untouched", 0.0), "untouched_notebook": ("graded", "untouched", 0.0),
+        "renamed": ("graded", "untouched", 0.0),
         "broken": ("graded", "did not compile", 0.0), "zero": ("graded", "attempted", 0.0)}
     assert found["partly"].work.value == "attempted" and found["partly"].score > 0
     assert "does not compile" in found["partly"].notes[0]
@@ -193,13 +196,13 @@ def test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_tha
     assert hardest and all(int(row[4].split("/")[1]) % 2 == 0 for row in hardest)
     assert any(row[4] == "1/2" for row in hardest)  # zero.py fails what partly.py passes: both counted
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "Over the 2 attempted submissions (left out: 2 untouched, 1 did not compile)." in html
+    assert "Over the 2 attempted submissions (left out: 3 untouched, 1 did not compile)." in html
     students = by_first(read_csv(tmp_path / "report" / "report-students.csv"))
     assert {name: row[-2] for name, row in students.items()} == {
-        "broken": "did not compile", "partly": "graded", "untouched": "untouched", "untouched_notebook": "untouched",
-        "zero": "graded"}
+        "broken": "did not compile", "partly": "graded", "renamed": "untouched", "untouched": "untouched",
+        "untouched_notebook": "untouched", "zero": "graded"}
     needs_help = by_first(read_csv(tmp_path / "report" / "report-needs-help.csv"))
-    assert needs_help["untouched: the stubs as handed out"][3] == "untouched, untouched_notebook"
+    assert needs_help["untouched: every function still the stub"][3] == "renamed, untouched, untouched_notebook"
     assert needs_help["did not compile: nothing of the code could run, so every test failed"][3] == "broken"
 
 

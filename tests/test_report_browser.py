@@ -105,7 +105,7 @@ def test_report_of_a_generated_class_renders(tmp_path):
     assert len(shown.tables["students"]) == 1 + 30
     # who needs help, with what: each misconception's students, then the untouched and the one that did not compile
     needs_help = {row[0]: row[3] for row in shown.tables["needs-help"][1:]}
-    assert needs_help.pop("untouched: the stubs as handed out") == facts.untouched
+    assert needs_help.pop("untouched: every function still the stub") == facts.untouched
     assert needs_help.pop("did not compile: nothing of the code could run, so every test failed") == facts.did_not_compile
     assert sorted(needs_help.values()) == sorted(", ".join(who) for who in facts.misconceptions.values())
     shares = {row[0]: row for row in shown.tables["part-shares"][1:]}

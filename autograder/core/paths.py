@@ -12,7 +12,6 @@ REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "reference" / "mhsa.py"
 ASSIGNMENT_DIR = REPO / "assignment"
 ASSIGNMENT = ASSIGNMENT_DIR / "mhsa.py"
-HANDOUT_STUBS = REPO / "examples" / "submissions" / "stubs.py"  # the stubs as handed out; the student release ships it
 RUBRIC_FILE = REPO / "rubric.toml"
 PYPROJECT = REPO / "pyproject.toml"
 REQUIREMENTS = REPO / "requirements.txt"

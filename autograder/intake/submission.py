@@ -105,8 +105,7 @@ def partial_module(data: bytes, name: str) -> tuple:
         names = DEFINITION.findall(chunk)
         # Each name it defines is still defined, one line each, by a function that says why it cannot
         # run: no later use of the name reads as a library function's in the static scan
-        placeholders = [f"def {n}(*args, **kwargs): raise NotImplementedError({f'{n} did not compile'!r})"
-                        for n in names if n.isidentifier()][:last - first]
+        placeholders = [stand_in(n) for n in names if n.isidentifier()][:last - first]
         kept += placeholders + [""] * (last - first - len(placeholders))
         defined = ", ".join(names)
         reason = err.msg if isinstance(err, SyntaxError) else str(err) or "nested too deeply to read"
@@ -118,6 +117,11 @@ def partial_module(data: bytes, name: str) -> tuple:
     if _compiles(rebuilt, name) is not None:
         return data, ()  # split in a bad place: grading it as handed in at least says why it fails
     return rebuilt.encode("utf-8"), tuple(notes)
+
+
+def stand_in(name: str) -> str:
+    """The one line that defines `name` in place of a chunk that did not compile (partial_module)."""
+    return f"def {name}(*args, **kwargs): raise NotImplementedError({f'{name} did not compile'!r})"
 
 
 def _compiles(source, name: str):

@@ -13,7 +13,6 @@ diagnosis share.
 """
 import ast
 import contextlib
-import functools
 import io
 import math
 import time
@@ -108,39 +107,21 @@ def judge_work(ctx: GradingContext, grade: Grade) -> Grade:
 
 def work_done(ctx: GradingContext, grade: Grade) -> Work:
     """What the graded code was. Attempted: some contract function holds code of the student's own
-    (route.is_stub is false), whatever it scored. Untouched: every contract function is the handout's
-    stub, defined as the handout defines it (a class, or a function with the handout's parameters).
-    Did not compile: nothing of it could run: the worker could not import the program (a SyntaxError
-    that load_submission could not leave out, a file that is not UTF-8, an import that raised), or no
-    contract function is left but stand-ins for code that did not compile (load_submission's) or
-    none at all (a notebook whose every solution cell failed to compile)."""
+    (route.is_stub is false), whatever it scored. Untouched: every contract function is defined and
+    still raises NotImplementedError, as handed out (its parameters renamed or not). Did not compile:
+    nothing of it could run: the worker could not import the program (a SyntaxError that
+    load_submission could not leave out, a file that is not UTF-8, an import that raised), or a
+    contract function is missing or is load_submission's stand-in for code that did not compile (a
+    notebook's solution cell that did not compile leaves its function out)."""
     if ctx.backend(grade.source).import_failure:
         return Work.DID_NOT_COMPILE
     program = grade.source.read_text(errors="replace")
     if not route.is_stub(program):
         return Work.ATTEMPTED
-    defined = {node.name: node for node in ast.parse(program).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    as_handed_out = all(name in defined and _shape(defined[name]) == shape for name, shape in _handout_shapes().items())
-    return Work.UNTOUCHED if as_handed_out else Work.DID_NOT_COMPILE
-
-
-@functools.cache
-def _handout_shapes() -> dict:
-    """Contract name -> its shape in the handout: from reference/mhsa.py, whose stubs students get,
-    where the grader has it (a checkout, Gradescope's bundle), else from the stubs the student
-    release ships (paths.HANDOUT_STUBS); empty where neither is present."""
-    for source in (paths.REFERENCE, paths.HANDOUT_STUBS):
-        if source.is_file():
-            tree = ast.parse(source.read_text())
-            return {node.name: _shape(node) for node in tree.body if getattr(node, "name", None) in CONTRACT}
-    return {}
-
-
-def _shape(node) -> tuple:
-    """A class with its methods' parameters, or a function's parameters: what a stub keeps."""
-    if isinstance(node, ast.ClassDef):
-        return ("class", tuple((f.name, ast.dump(f.args)) for f in node.body if isinstance(f, ast.FunctionDef)))
-    return ("function", ast.dump(node.args))
+    defined = {node.name: ast.dump(node) for node in ast.parse(program).body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    lost = any(defined.get(name) in (None, ast.dump(ast.parse(submission.stand_in(name)).body[0])) for name in CONTRACT)
+    return Work.DID_NOT_COMPILE if lost else Work.UNTOUCHED
 
 
 def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:

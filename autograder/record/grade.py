@@ -37,7 +37,7 @@ FAILURES = (Status.ERROR, Status.TIMEOUT, Status.CRASHED)  # results without a g
 
 class Work(str, Enum):
     """What the graded code was, beside the grade's Status (which it never changes): the student's own
-    attempt, the stubs as handed out, or code of which nothing could run. Its value is results.json's
+    attempt, the stubs still unwritten, or code of which nothing could run. Its value is results.json's
     extra_data["work"]; pipeline/grading.py's work_done decides it."""
     ATTEMPTED = "attempted"
     UNTOUCHED = "untouched"              # every contract function as the handout left it

@@ -236,7 +236,7 @@ def misconceptions(records) -> Table:
 
 
 # The needs-help list's words for work that was not attempted (sources.NOT_ATTEMPTED)
-WORK_HELP = {Work.UNTOUCHED.value: "untouched: the stubs as handed out",
+WORK_HELP = {Work.UNTOUCHED.value: "untouched: every function still the stub",
              Work.DID_NOT_COMPILE.value: "did not compile: nothing of the code could run, so every test failed"}
 
 
