@@ -23,6 +23,7 @@ SLOW_FILES = {
     "test_diagnosis.py",  # the diagnosis of every mutant of the corpus (one fixture: a minute)
     "test_diagnosis_generated.py",  # AST-generated mutants against the catalog's models
     "test_honest_corpus.py",  # corpus/honest and corpus/honest_outside as batches
+    "test_profile_grade.py",  # benchmarks/profile_grade.py end to end: a cold grade, the unit, grades in a slot
     "test_realworld.py",  # corpus/realworld through `check`
     "test_same_grades.py",  # grader slots grading files twice
     "test_hidden_determinism.py",  # the hidden suite on mutants, twice and through the worker
