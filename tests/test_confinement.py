@@ -20,6 +20,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -260,3 +261,42 @@ def test_a_batch_is_unaffected_by_its_siblings_attacks(closed_python, tmp_path):
     for text in (prlimit, fanotify):  # importing ctypes is a person's question; the tests ran all the same
         assert json.loads(text)["extra_data"]["status"] == "held"
         assert "imports ctypes" in json.loads(text)["extra_data"]["held"]["reasons"][0]
+
+
+
+TEMPFILE_PROBE = '''
+import tempfile
+
+
+def scratch_file():
+    """Where tempfile puts a file of the submission's (torch's caches, torch.fx, a student's own)."""
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(b"x")
+        return tempfile.gettempdir()
+'''
+
+
+def test_a_worker_whose_folder_is_inside_a_closed_folder_still_has_a_temporary_folder(tmp_path, monkeypatch):
+    """The grader's temporary folder is inside one only root may enter (TMPDIR in root's home; pytest's
+    own): a worker that became nobody could not reach its folder by its path, and tempfile, which code
+    at import uses (torch.fx's tracing, torch's caches), would find no usable folder at all. The worker
+    then stays uid 0 without capabilities, as it does when nobody cannot read Python, and says why."""
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(closed))
+    source = tmp_path / "probe.py"
+    source.write_text(TEMPFILE_PROBE)
+    backend = WorkerBackend(source, isolation.Isolation("process"), Limits(call_timeout=60, memory_mb=3072))
+    try:
+        assert backend.call("scratch_file").startswith(str(closed)), "the worker's folder is its temporary folder"
+        if AS_ROOT:
+            assert not any(line.startswith("user: dropped root") for line in backend.confinement), backend.confinement
+    finally:
+        backend.close()
+    assert confine.closed_to_nobody([], str(closed / "worker")) == f"nobody could not enter {closed}, above its folder"
+    open_folder = Path(tempfile.mkdtemp(dir="/tmp"))  # /tmp lets everyone in, and so does this one
+    open_folder.chmod(0o711)
+    try:
+        assert confine.closed_to_nobody([], str(open_folder / "worker")) == ""
+    finally:
+        open_folder.rmdir()

@@ -376,12 +376,25 @@ def _allow(ruleset, path, access):
         os.close(fd)
 
 
-def worker_uid(needed) -> int:
+def worker_uid(needed, folder) -> int:
     """The user the worker will run as: as root, nobody, unless nobody could not read the `needed`
-    paths (a Python installed in root's home); otherwise the user it already is."""
-    if os.geteuid() == 0 and not _in_user_namespace() and all(_world_readable(p) for p in needed):
+    paths (a Python installed in root's home) or reach the worker's own `folder` by its path (a
+    temporary folder inside one only root may enter: code that asks tempfile for a folder, or torch
+    for its caches, would find none); otherwise the user it already is."""
+    if os.geteuid() == 0 and not _in_user_namespace() and not closed_to_nobody(needed, folder):
         return NOBODY
     return os.geteuid()
+
+
+def closed_to_nobody(needed, folder) -> str:
+    """Why nobody could not run this worker: a `needed` path it could not read, or a folder above
+    `folder` it could not enter, in words; "" when it could."""
+    unreadable = next((p for p in needed if not _world_readable(p)), None)
+    if unreadable is not None:
+        return f"nobody could not read {unreadable}"
+    shut = next((parent for parent in _parents(os.path.realpath(folder))
+                 if not os.stat(parent).st_mode & stat.S_IXOTH), None)
+    return f"nobody could not enter {shut}, above its folder" if shut is not None else ""
 
 
 def _in_user_namespace() -> bool:
@@ -399,7 +412,7 @@ def scratch(folder, size_bytes, needed) -> str:
     Writes beyond the budget fail with ENOSPC whatever the number of files; the host's disk never
     sees them, and they vanish with the worker. Needs root, or a user namespace where root is not:
     without either, the folder stays on disk and only the per-file limit holds."""
-    uid = worker_uid(needed)
+    uid = worker_uid(needed, folder)
     gid = NOBODY if uid == NOBODY else os.getegid()
     files = {entry.name: (entry.stat().st_mode, _read(entry.path))
              for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)}
@@ -443,8 +456,9 @@ def enter_mount_namespace():
             f.write(text)
 
 
-def drop_privileges(needed) -> list:
-    """Every capability dropped and locked away, and, as root, the user changed where it can be.
+def drop_privileges(needed, folder) -> list:
+    """Every capability dropped and locked away, and, as root, the user changed where it can be
+    (worker_uid: `needed` are the paths it must read, `folder` its own).
 
     The bounding set and the securebits need CAP_SETPCAP: first. Then setuid to nobody (which
     clears the rest by itself); then capset to nothing, which also covers a worker that stays uid 0.
@@ -459,7 +473,7 @@ def drop_privileges(needed) -> list:
         locked = ", securebits locked"
     else:
         locked = ""  # nothing to drop from the bounding set that could ever be used
-    lines.append(_change_user(needed))
+    lines.append(_change_user(needed, folder))
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (two words each): none
     _check(_libc.capset(header, data))
@@ -472,15 +486,14 @@ def drop_privileges(needed) -> list:
     return lines
 
 
-def _change_user(needed) -> str:
+def _change_user(needed, folder) -> str:
     if os.geteuid() != 0:
         return f"user: runs as uid {os.geteuid()}"
-    uid = worker_uid(needed)
+    uid = worker_uid(needed, folder)
     if uid == 0 and _in_user_namespace():
         return "user: uid 0 of its own user namespace, without capabilities"
     if uid == 0:
-        closed = next(p for p in needed if not _world_readable(p))
-        return f"user: stays uid 0, without capabilities (nobody could not read {closed})"
+        return f"user: stays uid 0, without capabilities ({closed_to_nobody(needed, folder)})"
     try:
         os.setgroups([])
         os.setgid(NOBODY)
@@ -503,15 +516,19 @@ def _has_setpcap() -> bool:
 def _world_readable(path) -> bool:
     path = os.path.realpath(path)
     try:
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
-        while path != "/":
-            path = os.path.dirname(path)
-            if not os.stat(path).st_mode & stat.S_IXOTH:
-                return False
+        return bool(os.stat(path).st_mode & stat.S_IROTH) and \
+            all(os.stat(parent).st_mode & stat.S_IXOTH for parent in _parents(path))
     except OSError:
         return True  # absent: nothing to lose
-    return True
+
+
+def _parents(path) -> list:
+    """The folders above the absolute `path`, up to the root."""
+    found = []
+    while path != "/":
+        path = os.path.dirname(path)
+        found.append(path)
+    return found
 
 
 def seccomp(allow_threads: bool = False) -> str:

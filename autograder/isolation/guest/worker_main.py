@@ -131,7 +131,7 @@ def confine_self(config):
     steps = [("landlock", lambda: confine.landlock([*config.get("read_paths", ()),
                                                      *confine.own_proc_entries(os.getpid())],
                                                     config.get("write_paths", ()))),
-             ("capabilities", lambda: confine.drop_privileges(config.get("python_paths", ()))),
+             ("capabilities", lambda: confine.drop_privileges(config.get("python_paths", ()), os.getcwd())),
              ("seccomp", lambda: confine.seccomp(bool(config.get("allow_threads"))))]
     if config.get("scratch_bytes"):
         steps.insert(0, ("scratch", lambda: confine.scratch(os.getcwd(), config["scratch_bytes"],
