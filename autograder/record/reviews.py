@@ -8,9 +8,10 @@ grade recorded: grade_file.submission_digest). A rerun of the batch (`--force`) 
 name is graded afresh and stays held, with a line saying that an earlier decision was not carried and
 why: a decision is a person's judgement of the bytes they reviewed, never of a name.
 A score set by hand (`review --score`) is kept in GRADES/records/scores.json in the same way: the
-part's (or the written question's) points and the note, bound to the sha256 of the files it was set on. A rerun sets it again on
-those very files only; on other files the computed score stands, and the record is kept, listed as
-not applied (review GRADES lists it, the batch says so) until it is set again or undone (--unscore).
+part's (or the written question's) points and the note, bound to the sha256 of the files it was set
+on. A rerun sets it again on those very files only; on other files the computed score stands, and the
+record is kept, listed as not applied (review GRADES lists it, the batch says so) until it is set
+again or undone (--unscore).
 The `review` command (autograder/cli/review.py) and the batch use it.
 """
 from pathlib import Path

@@ -26,12 +26,14 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.5em; } h3 { font-
 
 def page(found: results.Results) -> str:
     """The student's page: the summary (score or hold, each part, its likely mistake), the written
-    questions a person scored, each part's picture, then each failed test's message, grouped by part. Only rows the student may see now
-    (visibility "visible"): hidden tests and withheld parts stay as the results file shows them."""
+    questions a person scored, each part's picture, then each failed test's message, grouped by part.
+    Only rows the student may see now (visibility "visible"): hidden tests and withheld parts stay as
+    the results file shows them."""
     name = html.escape(clean_name(found.submission) or "submission")
     body = [f"<h1>Feedback: {name}</h1>", f"<pre>{html.escape(found.output)}</pre>"]
     if found.written:  # scored by a person, outside the autograded score above
-        lines = [f"{q}: {w.score:g} / {w.max_score:g}" + (f": {w.note}" if w.note else "") for q, w in found.written.items()]
+        lines = [f"{q}: {w.score:g} / {w.max_score:g}" + (f": {w.note}" if w.note else "")
+                 for q, w in found.written.items()]
         body += ["<h2>Written questions, scored by hand</h2>", f"<pre>{html.escape(chr(10).join(lines))}</pre>"]
     shown_parts = {row.tags[0] for row in found.tests if row.tags[1:] == ("part",) and row.visibility == "visible"}
     for part, record in found.parts.items():
