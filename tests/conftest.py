@@ -38,6 +38,7 @@ SLOW_FILES = {
     "test_nbgrader.py",
     "test_nbgrader_course.py",
     "test_nbgrader_feedback.py",  # test_nbgrader.py's course, then gradebook --write and generate_feedback
+    "test_course_parts.py",  # a part added to (and one dropped from) a copy of the project, graded by every route
     # a real headless browser, a real Dask cluster, a container like Gradescope's
     "test_report_browser.py",
     "test_cluster.py",

@@ -79,7 +79,7 @@ def run_autograder(bundle, tmp_path, submission_files: dict, knowledge_due: str 
 def check_gradescope_format(data):
     assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
     assert isinstance(data["output"], str) and data["tests"]
-    parts = set(rubric_file.PARTS)
+    parts = set(rubric_file.load().parts)
     for test in data["tests"]:
         # Text only, no points of its own: one summary row per part, and the row of a part that was
         # not graded (timing without CUDA, the knowledge check before its due date).

@@ -20,7 +20,7 @@ from autograder.integrity.static_check import scan
 HONEST = REPO / "corpus" / "honest"
 OUTSIDE = REPO / "corpus" / "honest_outside"  # written by a tester who never saw the grader's rules
 RUBRIC = rubric_file.load()
-CODE_PARTS = [name for name, part in RUBRIC.parts.items() if part.functions and name != "timing"]
+CODE_PARTS = list(RUBRIC.code_parts)
 
 
 def _build():

@@ -47,7 +47,7 @@ def graded(name: str, knowledge_settings: dict, timing: dict) -> dict:
     rubric = replace(RUBRIC, parts={**RUBRIC.parts, "knowledge": replace(part, settings={**part.settings,
                                                                                            **knowledge_settings})})
     code = {name: PartScore(name, p.title, to_units(p.points), to_units(p.points))
-            for name, p in RUBRIC.parts.items() if name in rubric_file.CODE_PARTS}
+            for name, p in RUBRIC.code_parts.items()}
     grade = grading.Grade(name, "process", ("public", "hidden"), parts=code, knowledge_answers={})
     grade = grading.grade_knowledge(SimpleNamespace(rubric=rubric), grade)
     row, timing_part = grading.timing_part(timing, RUBRIC.parts["timing"], "CUDA")

@@ -85,20 +85,29 @@ def test_every_self_comparison_names_a_parity_test_of_its_file():
 
 
 def test_messages_name_the_contract_parameters_as_the_reference_does():
-    """checks.PARAMETERS, used to say which argument a submission changed in place, is the
-    reference's signatures; a function or a forward() whose parameters change must change it too."""
+    """checks.contract_parameters, used to say which argument a submission changed in place, is read
+    from the reference's signatures: every function, and every module's forward() without self."""
     import inspect
 
     from autograder.testing import checks
     from autograder.testing.calls import Call
     from reference import mhsa
 
-    for name, parameters in checks.PARAMETERS.items():
-        assert tuple(inspect.signature(getattr(mhsa, name)).parameters) == parameters, name
-    for module in (mhsa.MultiHeadSelfAttention, mhsa.TransformerBlock):
-        forward = tuple(inspect.signature(module.forward).parameters)[1:]
-        assert forward == checks.FORWARD_PARAMETERS[:len(forward)], module.__name__
+    read = checks.contract_parameters()
+    for name in rubric_contract():
+        target = getattr(mhsa, name)
+        signature = inspect.signature(target.forward if isinstance(target, type) else target)
+        expected = tuple(signature.parameters)[1 if isinstance(target, type) else 0:]
+        assert read[name] == expected, name
     call = Call("padding_mask", (None,))
     assert checks.argument_names(call, ["arg0"]) == ["`lengths`"]
+    module_call = Call("MultiHeadSelfAttention", (None, None), init={"d_model": 8, "num_heads": 2})
+    assert checks.argument_names(module_call, ["arg1", "arg7"]) == ["`attn_mask`", "argument 8"]
+
+
+def rubric_contract():
+    from autograder.core import rubric
+
+    return rubric.load().contract
     assert checks.argument_names(Call("TransformerBlock", (None,), init={}), ["arg0", "arg5"]) == \
         ["`x`", "argument 6"]

@@ -30,7 +30,7 @@ LINUX = sys.platform.startswith("linux") and platform.machine() in confine.ARCHE
 pytestmark = pytest.mark.skipif(not LINUX, reason="the worker's syscall filter exists on Linux x86_64 and aarch64")
 LEVELS = [pytest.param("sandbox", marks=pytest.mark.skipif(not isolation.sandbox_available(),
                                                            reason="bubblewrap cannot run here")), "process"]
-CODE_PARTS = [name for name, part in rubric_file.load().parts.items() if part.functions and name != "timing"]
+CODE_PARTS = list(rubric_file.load().code_parts)
 NAMED = re.compile(r"the sandbox refused the system call \d+ \((\w+)\)")
 
 # ---- the filter, run by a classic-BPF interpreter ---------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from autograder.core import toml
 from autograder.core.paths import CORPUS, REFERENCE, REPO  # noqa: F401 - REFERENCE: the corpus's full-marks baseline, for its users
-from autograder.core.rubric import PARTS
+from autograder.core import rubric
 from autograder.pipeline.grading import ResultCollector
 
 MANIFEST = CORPUS / "mutants.toml"
@@ -53,9 +53,10 @@ def load_mutants(paths=MANIFESTS) -> list:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise CorpusError(f"duplicate mutant ids {', '.join(duplicates)}")
+    parts = list(rubric.load().parts)
     for m in mutants:
-        if not m.parts or not set(m.parts) <= set(PARTS) or m.find == m.replace:
-            raise CorpusError(f"{m.manifest}.toml: mutant {m.id} needs parts among {PARTS} and a patch that "
+        if not m.parts or not set(m.parts) <= set(parts) or m.find == m.replace:
+            raise CorpusError(f"{m.manifest}.toml: mutant {m.id} needs parts among {parts} and a patch that "
                               "changes something")
     return mutants
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from autograder.feedback.diagnosis import identify
 from autograder.testing.backends import InProcessBackend
 from tools.corpus import REFERENCE, load_mutants, valid_variants, write_mutants
-from autograder.core.rubric import PARTS
+from autograder.core import rubric
 
 RIGHT, WRONG, SILENT = "right", "wrong", "silent"
 
@@ -64,7 +64,7 @@ def evaluate(mutants=None) -> Report:
     for m in mutants:
         report.verdicts[m.id] = verdict(m, report.named[m.id])
         report.groups[m.id] = (m.manifest, Path(m.base).stem)
-    code_parts = [p for p in PARTS if p not in ("timing", "knowledge")]
+    code_parts = list(rubric.load().code_parts)
     for path in [REFERENCE, *valid_variants()]:
         found = identify(InProcessBackend(path), code_parts)
         if found:

@@ -1,9 +1,11 @@
 """The student release and the generated files that must match the reference."""
+import ast
+import re
 import shutil
 from pathlib import Path
 
 from autograder.authoring import doc_numbers, predictions
-from autograder.authoring.stubs import generate_stubs, solution_lines
+from autograder.authoring.stubs import BEGIN, generate_stubs, solution_lines
 from autograder.core import paths, rubric
 from autograder.core.paths import REFERENCE, REPO
 from autograder.intake import notebook
@@ -27,6 +29,49 @@ def generated_files() -> dict:
             **notebook.generated_files(course_rubric), **doc_numbers.generated_files(course_rubric)}
 
 
+PART_MARKER = re.compile(r"""mark\.part\(\s*["']([^"']*)["']""")  # how a test module tags its part
+
+
+def course_problems(course_rubric=None) -> list:
+    """What stops the course's files from making one assignment, each in a sentence: the parts of
+    rubric.toml, the reference's solution regions, the tests' part markers, the notebook's test cells
+    and the stand-ins of error carried forward must name the same parts and functions. Adding or
+    dropping a part is editing those files; this says which one is left."""
+    course_rubric = course_rubric or rubric.load()
+    reference = REFERENCE.read_text()
+    tree = ast.parse(reference)
+    lines = reference.splitlines()
+    written = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+               and any(BEGIN.match(line) for line in lines[node.lineno - 1:node.end_lineno])}
+    parts = course_rubric.code_parts
+    problems = [f"rubric.toml [parts.{name}] grades {function}, which reference/mhsa.py does not define with a "
+                "solution region" for name, part in parts.items() for function in part.functions
+                if function not in written]
+    problems += [f"reference/mhsa.py: {function} has a solution region, but no part of rubric.toml grades it "
+                 "(name it in a part's functions, or take it out of the reference)"
+                 for function in sorted(written - set(course_rubric.contract))]
+    tagged = {}
+    for suite, folder in paths.SUITE_DIRS.items():
+        for module in sorted(folder.glob("test_*.py")):
+            for name in PART_MARKER.findall(module.read_text()):
+                tagged.setdefault(name, []).append(f"{folder.name}/{module.name}")
+    problems += [f"{', '.join(modules)} tag part {name!r}, which rubric.toml does not grade (add [parts.{name}], "
+                 "or remove the tests)" for name, modules in tagged.items() if name not in parts]
+    problems += [f"rubric.toml [parts.{name}] has no tests: tag a module of tests_public/ or tests_hidden/ with "
+                 f"pytestmark = pytest.mark.part(\"{name}\")" for name in parts if name not in tagged]
+    problems += [f"rubric.toml [parts.{name}] has no notebook test cells: write "
+                 f"{(notebook.SOURCES / 'tests' / f'{name}.py').relative_to(REPO)}"
+                 for name in parts if not (notebook.SOURCES / "tests" / f"{name}.py").is_file()]
+    built_on = [f for part in parts.values() for upstream in part.builds_on for f in parts[upstream].functions]
+    if paths.STAND_INS.is_file():
+        defined = {n.name for n in ast.parse(paths.STAND_INS.read_text()).body
+                   if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        problems += [f"{paths.STAND_INS.relative_to(REPO)} has no correct version of {function}, which a part "
+                     "builds on (error carried forward runs it in place of the student's)"
+                     for function in dict.fromkeys(built_on) if function not in defined]
+    return problems
+
+
 def stale_files() -> list:
     """Generated files whose committed text differs from what the reference generates now, and the
     diagnosis's predictions when they differ from what its models compute now."""
@@ -36,16 +81,21 @@ def stale_files() -> list:
 
 
 class StaleFiles(RuntimeError):
-    """Nothing is built from a tree whose generated files are out of date: what students get, and the
-    bundle that grades them, would follow different sources."""
+    """Nothing is built from a tree whose generated files are out of date, or whose parts disagree
+    (course_problems): what students get, and the bundle that grades them, would follow different sources."""
 
-    def __init__(self, what: str, stale: list):
-        super().__init__(f"{what} is not built: generated files are out of date ({', '.join(stale)}); "
-                         "run `python -m autograder release --write` first")
+    def __init__(self, what: str, stale: list, problems: list = ()):
+        why = ("the course's files do not make one assignment: " + "; ".join(problems) if problems else
+               f"generated files are out of date ({', '.join(stale)}); run `python -m autograder release --write` first")
+        super().__init__(f"{what} is not built: {why}")
 
 
 def refuse_stale(what: str) -> None:
-    """Raise StaleFiles, naming `what` is not built and why, when a generated file is out of date."""
+    """Raise StaleFiles, naming `what` is not built and why, when the course's parts disagree or a
+    generated file is out of date."""
+    problems = course_problems()
+    if problems:
+        raise StaleFiles(what, [], problems)
     stale = stale_files()
     if stale:
         raise StaleFiles(what, stale)

@@ -22,6 +22,11 @@ def run(args) -> int:
 
 
 def _run(args, release) -> int:
+    problems = release.course_problems()
+    for problem in problems:
+        print(f"not one assignment: {problem}", file=sys.stderr)
+    if problems:
+        return 1
     if args.write:
         for path in release.write_generated():
             print(f"regenerated {path}")

@@ -7,6 +7,7 @@ the file and the key named, so that an instructor's typo is never silently ignor
 (`release --check` fails when it is stale). Standard library only: every route reads the rubric
 before anything heavy is imported.
 """
+import re
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -14,12 +15,13 @@ from pathlib import Path
 from autograder.core import toml
 from autograder.core.paths import REPO, RUBRIC_FILE
 
-PARTS = ("sdpa", "heads", "masks", "mhsa", "block", "timing", "knowledge")  # fixed by the contract
-CODE_PARTS = PARTS[:5]  # graded by the test suites
-# The functions and classes students write (assignment/mhsa.py leaves each raising NotImplementedError),
-# fixed by the contract like the parts: a part's `functions` names some of them.
-CONTRACT = ("scaled_dot_product_attention", "split_heads", "merge_heads", "to_additive_mask", "causal_mask",
-            "padding_mask", "merge_masks", "MultiHeadSelfAttention", "TransformerBlock")
+# The parts a stage of the grader scores (grade_timing, grade_knowledge), each with keys of its own.
+# Every other [parts.NAME] table is a part of the assignment, graded by the test suites: its name
+# tags tests (@pytest.mark.part("NAME")) and results, and its `functions` are what students write.
+STAGE_PARTS = ("timing", "knowledge")
+# A part's name: a pytest marker's argument, a CSV column, and inside a notebook's test cell ids
+# (test_NAME_public_1, read back by autograder/intake/notebook.py), so no "_" in it.
+PART_NAME = re.compile(r"[a-z][a-z0-9]*\Z")
 FEEDBACK_LEVELS = ("summary", "name", "full")
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's
 OUTPUT_FORMATS = ("text", "md")
@@ -115,17 +117,16 @@ class Table:
         return next(k for k in self.keys if k.name == name)
 
 
-def _part_keys() -> tuple:
+def _part_keys(functions=REQUIRED) -> tuple:
     return (
         Key("title", "string", REQUIRED, "the part's name as students read it in every result"),
         Key("points", "number", REQUIRED, "the part's points", low=0),
-        Key("functions", "list of strings", [],
-            "the contract's functions and classes this part grades: a forbidden API found in one zeroes this part",
-            choices=CONTRACT),
+        Key("functions", "list of strings", functions,
+            "the functions and classes of reference/mhsa.py this part grades (each with a solution region, "
+            "which the stubs leave for students to write): a forbidden API found in one zeroes this part"),
         Key("builds_on", "list of strings", [],
             "parts whose functions this part's code calls: when they fail, this part's failed tests run again with "
-            "correct versions of theirs ([results] carry_forward)",
-            choices=PARTS),
+            "correct versions of theirs ([results] carry_forward)"),
     )
 
 
@@ -169,13 +170,18 @@ TIMING_CONFIG = (
     Key("threshold", "number", REQUIRED, "pass when the student's time is at most this times the reference's", low=1),
 )
 
+CODE_PART = "parts.NAME"  # the schema's table of a part graded by the test suites, whatever its name
+PART_FEEDBACK = "PART"     # the schema's [feedback] key that stands for each part's own
 SCHEMA = (
-    *(Table(f"parts.{name}", "A part graded by the test suites: the tests marked `@pytest.mark.part"
-            f"(\"{name}\")`. Leave the table out and the part is not graded.", _part_keys())
-      for name in CODE_PARTS),
+    Table(CODE_PART, "A part of the assignment, graded by the test suites: the tests marked "
+          "`@pytest.mark.part(\"NAME\")` (NAME: lower case letters and digits). Its functions come from "
+          "reference/mhsa.py, whose stubs, notebook cells and points table `release --write` makes; the parts "
+          "are listed in the order students meet them. A rubric without the table does not grade the part; to "
+          "drop it from the course, take out its functions and tests too (docs/authoring.md).",
+          _part_keys()),
     Table("parts.timing", "Speed of MultiHeadSelfAttention against the reference (gpu_checks/), graded by "
           "the `grade_timing` stage.", (
-              *_part_keys(),
+              *_part_keys(functions=[]),
               Key("enabled", *ENABLED, "false: timing is not graded at all (no row, not in the maximum); its "
                   "settings stay for later"),
               Key("require_cuda", "boolean", False, "without a CUDA device the part scores 0 with the reason, "
@@ -196,7 +202,7 @@ SCHEMA = (
     Table("parts.knowledge", "The knowledge check (course/notebook/knowledge.toml), graded by the "
           "`grade_knowledge` stage. Withheld (the form of answers only, no score) until the deadline: "
           "Gradescope's late due date (else its due date) on Gradescope, `grade --due` where given, else `due`.", (
-              *_part_keys(),
+              *_part_keys(functions=[]),
               Key("enabled", *ENABLED, "false: the knowledge check is not graded at all (no row, not in the maximum)"),
               Key("due", "date or date-time", None, "the deadline where no platform gives one (Gradescope's own "
                   "dates replace it): from this moment each question's result is given and the part is scored "
@@ -215,8 +221,8 @@ SCHEMA = (
           "smallest failing case, what went wrong, the likely misconception; never the test source or the "
           "expected tensors), `name` (test name and part only) or `full` (everything, as for public tests).", (
               Key("default", "string", "summary", "the level of every part not named here", choices=FEEDBACK_LEVELS),
-              *(Key(name, "string", None, f"the level for part {name}; unset: `default`", choices=FEEDBACK_LEVELS)
-                for name in PARTS),
+              Key(PART_FEEDBACK, "string", None, "the level for one part, the key named as the part (`sdpa = "
+                  "\"full\"`); unset: `default`", choices=FEEDBACK_LEVELS),
               Key("diagnosis", "boolean", True, "false: the `diagnose` stage does not run, and no likely "
                   "misconception is named in any feedback"),
               Key("pictures", "boolean", True, "false: the `draw_pictures` stage does not run, and no failed "
@@ -320,12 +326,17 @@ class Rubric:
     source: Path = RUBRIC_FILE  # the file read: hidden from the worker like rubric.toml, wherever it is
 
     def part_of(self, function: str) -> list:
-        return [p.name for p in self.parts.values() if function in p.functions]
+        return [p.name for p in self.code_parts.values() if function in p.functions]
 
     @property
-    def contract(self) -> frozenset:
-        """Every function and class the parts grade: what the stub leaves for students to write."""
-        return frozenset(f for p in self.parts.values() for f in p.functions)
+    def code_parts(self) -> dict:
+        """The parts the test suites grade (every part but STAGE_PARTS), in the rubric's order."""
+        return {name: part for name, part in self.parts.items() if name not in STAGE_PARTS}
+
+    @property
+    def contract(self) -> tuple:
+        """Every function and class the parts grade, in order: what the stub leaves for students to write."""
+        return tuple(dict.fromkeys(f for p in self.code_parts.values() for f in p.functions))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -344,7 +355,7 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
     tables = _checked(data, path)
     feedback = tables["feedback"]
     parts = {}
-    for name, spec in tables.items():
+    for name, spec in tables.items():  # the parts in the file's order
         if not name.startswith("parts.") or not spec.pop("enabled", True):
             continue
         name = name.removeprefix("parts.")
@@ -353,10 +364,16 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
                            feedback.get(name, feedback["default"]), spec.pop("require_cuda", False),
                            spec.pop("device", "auto"), tuple(given["builds_on"]), spec)
     for part in parts.values():
-        missing = [p for p in part.builds_on if p not in parts]
+        missing = [p for p in part.builds_on if p not in parts or p in STAGE_PARTS]
         if missing:
-            raise RubricError(f"{path}: [parts.{part.name}] builds_on names parts that are not graded: "
-                              f"{', '.join(missing)}")
+            raise RubricError(f"{path}: [parts.{part.name}] builds_on names parts that are not graded by the "
+                              f"test suites: {', '.join(missing)}")
+        if part.name not in STAGE_PARTS and not part.functions:
+            raise RubricError(f"{path}: [parts.{part.name}] functions is empty: name the functions and classes "
+                              "this part grades")
+        odd = [f for f in part.functions if not f.isidentifier()]
+        if odd:
+            raise RubricError(f"{path}: [parts.{part.name}] functions: {odd[0]!r} is not a Python name")
     weights = {k: float(v) for k, v in tables["suites"].items()}
     if abs(sum(weights.values()) - 1) > 1e-9:
         raise RubricError(f"{path}: [suites] shares must add up to 1, got {weights}")
@@ -371,21 +388,36 @@ def load(path: Path = RUBRIC_FILE) -> Rubric:
 
 
 def _checked(data: dict, path) -> dict:
-    """table name -> {key: value} for every top-level table of the schema that applies (every one but
-    the parts the file leaves out), defaults filled in. Raises RubricError on the first thing wrong."""
+    """table name -> {key: value} for every top-level table of the schema that applies (the parts the
+    file holds, in its order, then every other table), defaults filled in. Raises RubricError on the
+    first thing wrong."""
     parts = data.get("parts")
     if not isinstance(parts, dict) or not parts:
-        raise RubricError(f"{path}: no [parts.NAME] table: a rubric grades at least one of {', '.join(PARTS)}")
-    found = {f"parts.{name}": spec for name, spec in parts.items()}
-    found |= {name: value for name, value in data.items() if name != "parts"}
-    for name in found:
-        if name not in TOP_TABLES:
-            where = "part" if name.startswith("parts.") else "table"
-            names = [n.removeprefix("parts.") for n in TOP_TABLES if n.startswith("parts.") == (where == "part")]
-            raise RubricError(f"{path}: unknown {where} [{name}]{_did_you_mean(name, TOP_TABLES)}; "
-                              f"{where}s are {', '.join(names)}")
-    return {name: _table(table, found.get(name, {}), name, path) for name, table in TOP_TABLES.items()
-            if not name.startswith("parts.") or name in found}
+        raise RubricError(f"{path}: no [parts.NAME] table: a rubric grades at least one part")
+    for name in parts:
+        if not PART_NAME.match(name):
+            raise RubricError(f"{path}: part name [parts.{name}] must be lower case letters and digits, "
+                              "starting with a letter")
+    for name in data:
+        if name != "parts" and (name not in TOP_TABLES or name.startswith("parts.")):
+            others = [n for n in TOP_TABLES if not n.startswith("parts.")]
+            raise RubricError(f"{path}: unknown table [{name}]{_did_you_mean(name, others)}; "
+                              f"tables are parts.NAME, {', '.join(others)}")
+    checked = {f"parts.{name}": _table(TOP_TABLES.get(f"parts.{name}") if name in STAGE_PARTS
+                                       else TOP_TABLES[CODE_PART], spec, f"parts.{name}", path)
+               for name, spec in parts.items()}
+    feedback = _feedback_table(list(parts))
+    return checked | {name: _table(feedback if name == "feedback" else table, data.get(name, {}), name, path)
+                      for name, table in TOP_TABLES.items() if not name.startswith("parts.")}
+
+
+def _feedback_table(parts: list) -> Table:
+    """[feedback] as the schema says, its PART key made one key per part of the file."""
+    table = TABLES["feedback"]
+    each = table.key(PART_FEEDBACK)
+    keys = [k for k in table.keys if k.name != PART_FEEDBACK]
+    return replace(table, keys=(*keys, *(replace(each, name=name, description=f"the level for part {name}")
+                                        for name in parts if name not in {k.name for k in keys})))
 
 
 def _table(table: Table, given, where: str, path) -> dict:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from autograder.core.rubric import PARTS
 from autograder.record.results import LIKELY_MISTAKE
 
 MISTAKES = pytest.StashKey[dict]()  # part -> the diagnosis's message
@@ -28,12 +27,13 @@ class PartTally:
         self.parts[properties["part"]] = (passed + report.passed, failed + report.failed,
                                           forbidden + bool(report.failed and properties.get("forbidden")))
 
-    def failed_parts(self) -> list:
-        """The parts that failed a test for something other than a forbidden API (said by the test),
-        once some test passed: code that runs nowhere gives the diagnosis nothing to compare."""
+    def failed_parts(self, parts) -> list:
+        """Those of `parts` (in their order) that failed a test for something other than a forbidden API
+        (said by the test), once some test passed: code that runs nowhere gives the diagnosis nothing
+        to compare."""
         if not any(passed for passed, _, _ in self.parts.values()):
             return []
-        return [part for part in PARTS if part in self.parts and self.parts[part][1] > self.parts[part][2]]
+        return [part for part in parts if part in self.parts and self.parts[part][1] > self.parts[part][2]]
 
 
 TALLY = pytest.StashKey[PartTally]()
@@ -45,7 +45,7 @@ def pytest_configure(config):
 
 
 def pytest_mhsa_tests_done(config, backend, path: Path, rubric):
-    failed = config.stash[TALLY].failed_parts()
+    failed = config.stash[TALLY].failed_parts(rubric.code_parts)
     if not (failed and rubric.diagnosis):
         return
     from autograder.feedback import diagnosis

@@ -38,7 +38,7 @@ def nbgrader_points(rubric) -> tuple:
     return in_notebook, knowledge.hand_graded(rubric)
 IMPORTS_CELL = "imports"
 HELPERS_CELL = "test_helpers"  # the read-only cell of the test cells' helpers (oracles, _expect_close)
-TEST_CELL = re.compile(r"^test_(?P<part>[a-z]+)_")
+TEST_CELL = re.compile(r"^test_(?P<part>[a-z][a-z0-9]*)_")  # rubric.PART_NAME
 CELL_HEADER = re.compile(r"^# %% (?P<kind>public|hidden) (?P<function>\w+)\s*$")
 LESSON_HEADER = re.compile(r"^<!-- cell: (?P<name>\w+) -->\s*$")
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
@@ -133,9 +133,7 @@ def test_cells(folder: Path, rubric, functions: list) -> dict:
     """function -> its test cells; a part's points (rubric.toml) are shared by the suites' shares,
     then evenly by the cells of each suite."""
     cells = {}
-    for part in rubric.parts.values():
-        if part.name in OUTSIDE_NOTEBOOK or not part.functions:
-            continue
+    for part in rubric.code_parts.values():
         parsed = _parse_test_file(folder / f"{part.name}.py")
         for kind, function, _ in parsed:
             if function not in part.functions or function not in functions:

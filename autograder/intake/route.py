@@ -9,12 +9,13 @@ holds code, in which case the notebook is. Whether a file is still the stub is r
 tree (every contract function still raises NotImplementedError), never by running it.
 """
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.core.errors import clean_name
 from autograder.core.handin import GradingError, read_regular, refuse_link
-from autograder.core.rubric import CONTRACT
+from autograder.core import rubric
 
 PREFERRED_NOTEBOOK = "mhsa.ipynb"
 # Notebooks of one folder read to see whether they hold code: mhsa.ipynb first, then by name. Reading
@@ -82,15 +83,21 @@ def notebook_source(path: Path) -> str:
         return ""  # not a notebook: it holds no work to choose
 
 
-def is_stub(source: str) -> bool:
-    """True when every contract function (rubric.CONTRACT) is missing or still raises
-    NotImplementedError in its own body or, for a class, in one of its methods' bodies."""
+def is_stub(source: str, contract: tuple = None) -> bool:
+    """True when every function of `contract` (default: the course rubric's, Rubric.contract) is missing
+    or still raises NotImplementedError in its own body or, for a class, in one of its methods' bodies."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested too deep to parse
         return False  # not the generated stub: it is the student's (broken) work
     defined = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    return all(name not in defined or _unwritten(defined[name]) for name in CONTRACT)
+    return all(name not in defined or _unwritten(defined[name]) for name in contract or course_contract())
+
+
+@functools.cache
+def course_contract() -> tuple:
+    """The functions the course's rubric.toml grades: what its handout leaves for students to write."""
+    return rubric.load().contract
 
 
 def _unwritten(node) -> bool:

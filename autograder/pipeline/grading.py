@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.core import paths
-from autograder.core.rubric import CONTRACT
 from autograder.intake import route, submission
 from autograder.integrity import static_check
 from autograder.pipeline.context import GradingContext
@@ -50,7 +49,7 @@ def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
     still zeroes the parts whose calls it saw use one. The scan reads the bytes, so a file that is not
     UTF-8 is a finding, not a silent replacement."""
     found = {static_check.FORBIDDEN: {}, static_check.REVIEW: {}}
-    code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]
+    code_parts = [p.name for p in ctx.rubric.parts.values() if p.functions]  # timing times the functions too
     cells = _cell_lines(grade.source)
     for finding in static_check.scan(grade.source.read_bytes()):
         parts = ctx.rubric.part_of(finding.function) if finding.function else []
@@ -116,11 +115,12 @@ def work_done(ctx: GradingContext, grade: Grade) -> Work:
     if ctx.backend(grade.source).import_failure:
         return Work.DID_NOT_COMPILE
     program = grade.source.read_text(errors="replace")
-    if not route.is_stub(program):
+    if not route.is_stub(program, ctx.rubric.contract):
         return Work.ATTEMPTED
     defined = {node.name: ast.dump(node) for node in ast.parse(program).body
                if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    lost = any(defined.get(name) in (None, ast.dump(ast.parse(submission.stand_in(name)).body[0])) for name in CONTRACT)
+    lost = any(defined.get(name) in (None, ast.dump(ast.parse(submission.stand_in(name)).body[0]))
+               for name in ctx.rubric.contract)
     return Work.DID_NOT_COMPILE if lost else Work.UNTOUCHED
 
 
@@ -464,8 +464,7 @@ def planned_max_units(rubric, suites=("public", "hidden"), extras=True, timing_d
     that every route reports the same maximum for the same course setup. A part counts unless the
     predicate its stage uses leaves it out (knowledge_left_out, timing_counts). `timing_device` None:
     the rubric's."""
-    units = sum(to_units(p.points) for p in rubric.parts.values()
-                if p.functions and p.name != "timing")
+    units = sum(to_units(p.points) for p in rubric.code_parts.values())
     if not extras:
         return units
     knowledge = rubric.parts.get("knowledge")

@@ -130,10 +130,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "impl" not in getattr(item, "fixturenames", ()):
             continue
-        parts = [m.args[0] for m in item.iter_markers("part")]
-        if len(parts) != 1 or parts[0] not in rubric.PARTS:
-            raise pytest.UsageError(f"{item.nodeid}: needs exactly one @pytest.mark.part(...) naming one of "
-                                    f"{', '.join(rubric.PARTS)}; has {parts}")
+        parts = [m.args[0] if m.args else None for m in item.iter_markers("part")]
+        if len(parts) != 1 or not isinstance(parts[0], str) or not rubric.PART_NAME.match(parts[0]) \
+                or parts[0] in rubric.STAGE_PARTS:
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one @pytest.mark.part(NAME) naming a part of "
+                                    f"rubric.toml graded by the tests ([parts.NAME]); has {parts}")
 
 
 @pytest.hookimpl(hookwrapper=True)
