@@ -131,6 +131,16 @@ def test_a_batch_grades_the_new_part_and_charges_its_bug_there_only(course):
     assert buggy["extra_data"]["max_score"] == reference["extra_data"]["max_score"]
 
 
+
+def test_the_class_report_has_a_column_for_the_new_part(course):
+    run(["report", str(course / "batch"), "--submissions", str(course / "submissions")], course)
+    students = {row["student"]: row for row in csv.DictReader((course / "batch" / "report-students.csv").open())}
+    cross = {name: float(students[name]["cross"]) for name in ("reference", "stub", "buggy")}
+    assert cross["reference"] == 10 and cross["stub"] == 0 and 0 < cross["buggy"] < 10, cross
+    assert float(students["buggy"]["mhsa"]) == 30
+    assert "percent of 105" in students["buggy"], "the course's maximum: 110 with cross, less timing's 5 without CUDA"
+
+
 def test_gradescope_gives_the_same_grades(course, tmp_path):
     """After its due date (as the batch grades collected work), so that the knowledge check counts alike."""
     for student in ("reference", "buggy"):
