@@ -189,16 +189,18 @@ def in_slot(path: Path, isolation: str, repeats: int) -> dict:
 
 def monitor_cost(calls: int = 300) -> dict:
     """Milliseconds of one call of the reference's MultiHeadSelfAttention, forward and backward (batch 2,
-    7 tokens, d_model 32, 4 heads: a size the suites use), in a fresh process: plain, and under what the
-    worker runs around every call (executor._monitored: the shape trace, the forbidden-API monitor with
-    its operator recorder and module watch, then the canary). The pipes are not in it: a call's round
-    trip less the monitored call is the wire, the worker's loop and the checks of the inputs."""
+    7 tokens, d_model 32, 4 heads: a size the suites use), in a fresh process: plain; under the monitor
+    as it runs in-process (executor._monitored: the shape trace, the forbidden-API monitor with its
+    operator recorder and module watch, then the canary); and as the worker runs it, with library
+    attention refused (refusal.py), which takes the operator recorder's place. The pipes are not in it:
+    a call's round trip less the monitored call is the wire, the worker's loop and the checks of the inputs."""
     import importlib.util
 
     import torch
 
     sys.path.insert(0, str(REPO / "autograder" / "isolation" / "guest"))
-    import executor  # the worker's own module, loaded as the worker loads it: by path
+    import executor  # the worker's own modules, loaded as the worker loads them: by path
+    import refusal
 
     torch.set_num_threads(1)  # as the worker runs
     spec = importlib.util.spec_from_file_location("reference_mhsa", benchmark.REFERENCE)
@@ -229,7 +231,39 @@ def monitor_cost(calls: int = 300) -> dict:
     for _ in range(3):  # in turn, the medians count
         plain.append(per_call_ms(call))
         watched.append(per_call_ms(monitored))
-    return {"plain_ms": statistics.median(plain), "monitored_ms": statistics.median(watched)}
+    refused = refusal.prepare(executor.note_refused, executor.FORBIDDEN_OPS, executor.FORBIDDEN_FUNCTIONS,
+                              executor.library_attention_class, executor.library_label)
+    executor.refuse_library_attention(refusal.start(refused))  # as the worker does after the import
+    in_worker = [per_call_ms(monitored) for _ in range(3)]
+    return {"plain_ms": statistics.median(plain), "monitored_ms": statistics.median(watched),
+            "worker_ms": statistics.median(in_worker)}
+
+
+def round_trip_cost(isolation: str, calls: int = 300) -> dict:
+    """Milliseconds of the smallest call of the suites (causal_mask(4)) on the reference, through a
+    worker at `isolation` and in-process, in turn: the difference is what a round trip itself costs
+    (the call encoded, sent, decoded and run under the monitor there, the reply back, the inputs
+    checked for in-place writes), whatever the call computes."""
+    from autograder.isolation.host.levels import resolve
+    from autograder.testing.backends import InProcessBackend, WorkerBackend
+    from autograder.testing.calls import Call
+
+    worker, local = WorkerBackend(benchmark.REFERENCE, resolve(isolation)), InProcessBackend(benchmark.REFERENCE)
+    call = Call("causal_mask", (4,))
+
+    def per_call_ms(backend) -> float:
+        for _ in range(20):
+            backend.run(call)
+        started = time.perf_counter()
+        for _ in range(calls):
+            backend.run(call)
+        return (time.perf_counter() - started) / calls * 1000
+
+    try:
+        through, here = zip(*[(per_call_ms(worker), per_call_ms(local)) for _ in range(3)])
+    finally:
+        worker.close()
+    return {"worker_ms": statistics.median(through), "in_process_ms": statistics.median(here)}
 
 
 def profile_file(path: Path, isolation: str, repeats: int, cold_repeats: int) -> dict:
@@ -336,12 +370,18 @@ def main(argv=None) -> None:
         report(name, args.isolation, level, files[name])
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as fresh:
         monitor = fresh.submit(monitor_cost).result()
-    print(f"\nthe monitor, in-process: one MultiHeadSelfAttention forward and backward {monitor['plain_ms']:.2f} ms "
-          f"plain, {monitor['monitored_ms']:.2f} ms as the worker runs it (x{monitor['monitored_ms'] / monitor['plain_ms']:.1f})")
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as fresh:  # no refusal in force there
+        trip = fresh.submit(round_trip_cost, args.isolation).result()
+    plain = monitor["plain_ms"]
+    print(f"\nthe monitor: one MultiHeadSelfAttention forward and backward {plain:.2f} ms plain, "
+          f"{monitor['monitored_ms']:.2f} ms monitored in-process, operators recorded (x{monitor['monitored_ms'] / plain:.1f}), "
+          f"{monitor['worker_ms']:.2f} ms as the worker runs it, library attention refused (x{monitor['worker_ms'] / plain:.1f})")
+    print(f"a round trip: causal_mask(4) {trip['worker_ms']:.2f} ms through a worker, {trip['in_process_ms']:.2f} ms "
+          f"in-process: {trip['worker_ms'] - trip['in_process_ms']:.2f} ms a call for the round trip itself")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "isolation": args.isolation, "level": level,
                                          "repeats": args.repeats, "cold_repeats": args.cold_repeats,
-                                         "files": files, "monitor": monitor}, indent=1))
+                                         "files": files, "monitor": monitor, "round_trip": trip}, indent=1))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ def test_one_grade_is_profiled_stage_by_stage(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "one cold grade / unit" in done.stdout
     found = json.loads(figures.read_text())
-    assert 0 < found["monitor"]["plain_ms"] < found["monitor"]["monitored_ms"]
+    assert 0 < found["monitor"]["plain_ms"] < found["monitor"]["monitored_ms"] and found["monitor"]["worker_ms"] > 0
+    assert 0 < found["round_trip"]["in_process_ms"] < found["round_trip"]["worker_ms"]
     profile = found["files"]["reference/mhsa.py"]
     assert profile["cold_grade_s"] > 0 and profile["unit_s"] > 0
     [grade] = profile["grades"]

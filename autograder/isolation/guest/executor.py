@@ -75,6 +75,12 @@ class ForbiddenApiMonitor(TorchFunctionMode):
     MultiheadAttention does), so no function or operator name gives it away: `_ModuleWatch`, a global
     module hook of torch's that lives only while the monitor is active, notes the library modules that
     run, and the canary proves that hook still fires too.
+
+    The operators are recorded (`_OpRecorder`) only where library attention is not refused: in the
+    grading worker (refuse_library_attention), a kernel of the grader's refuses and notes every
+    operator the recorder would note, whatever modes are on and on any thread, and the refusal is
+    checked after every call (refusal.Refusal.evidence). A Python dispatch mode seeing every operator
+    of the forward and the backward would only repeat that, at about as much time as the call itself.
     """
 
     def __init__(self, functions=FORBIDDEN_FUNCTIONS, ops=FORBIDDEN_OPS):
@@ -82,20 +88,22 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         self.used = []    # forbidden APIs seen
         self.silent = []  # why the record cannot be vouched for (MONITOR_SILENT)
         self._functions = re.compile("|".join(map(re.escape, functions)))  # one C search per call, not ten
-        self._ops = _OpRecorder(self.used, ops)
+        self._ops = _OpRecorder(self.used, ops) if _refusal is None else None
         self._modules = _ModuleWatch(self.used)
         self._canary = None
         self.saw_canary = False
 
     def __enter__(self):
         self._modules.watch(below=_getframe(1))
-        self._ops.__enter__()
+        if self._ops is not None:
+            self._ops.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
         try:
             super().__exit__(*exc)
-            self._ops.__exit__(*exc)
+            if self._ops is not None:
+                self._ops.__exit__(*exc)
         finally:
             self._modules.stop()
 
@@ -113,16 +121,21 @@ class ForbiddenApiMonitor(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def check_canary(self) -> None:
-        """Run the canary through both modes and the module hook; note MONITOR_SILENT unless all saw it."""
-        self._canary = self._ops.canary = torch.zeros(1)
-        self.saw_canary = self._ops.saw_canary = self._modules.saw_canary = False
+        """Run the canary through the modes and the module hook; note MONITOR_SILENT unless all saw it."""
+        recorder = self._ops
+        self._canary = torch.zeros(1)
+        if recorder is not None:
+            recorder.canary, recorder.saw_canary = self._canary, False
+        self.saw_canary = self._modules.saw_canary = False
         torch.neg(self._canary)
         self._modules.canary(self._canary)
-        if not (self.saw_canary and self._ops.saw_canary):
+        if not (self.saw_canary and (recorder is None or recorder.saw_canary)):
             _note(self.silent, "its check operation was not recorded")
         if not self._modules.saw_canary:
             _note(self.silent, "torch's module hooks no longer run")
-        self._canary = self._ops.canary = None
+        self._canary = None
+        if recorder is not None:
+            recorder.canary = None
 
 
 class _OpRecorder(TorchDispatchMode):
