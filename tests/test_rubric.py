@@ -221,3 +221,13 @@ def test_run_skips_a_stage_the_rubric_switches_off(tmp_path):
     assert "knowledge" in ran(rubric_file.load()).parts
     off = rubric_file.load(write(tmp_path, edited('title = "Knowledge check"', 'title = "Knowledge check"\nenabled = false')))
     assert ran(off).parts == {}
+
+
+def test_a_function_belongs_to_its_code_part_and_to_timing_where_it_is_timed():
+    """A forbidden API the scan finds in MultiHeadSelfAttention zeroes mhsa and the timing of it; the
+    contract and the code parts leave timing out (the suites do not grade it)."""
+    shipped = rubric_file.load()
+    assert shipped.part_of("MultiHeadSelfAttention") == ["mhsa", "timing"]
+    assert shipped.part_of("split_heads") == ["heads"]
+    assert "timing" not in shipped.code_parts and "knowledge" not in shipped.code_parts
+    assert shipped.contract[0] == "scaled_dot_product_attention" and len(set(shipped.contract)) == len(shipped.contract)

@@ -326,7 +326,8 @@ class Rubric:
     source: Path = RUBRIC_FILE  # the file read: hidden from the worker like rubric.toml, wherever it is
 
     def part_of(self, function: str) -> list:
-        return [p.name for p in self.code_parts.values() if function in p.functions]
+        """The parts that grade `function`: its code part, and timing where timing times it."""
+        return [p.name for p in self.parts.values() if function in p.functions]
 
     @property
     def code_parts(self) -> dict:
