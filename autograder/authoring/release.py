@@ -51,7 +51,7 @@ def course_problems(course_rubric=None) -> list:
                  "(name it in a part's functions, or take it out of the reference)"
                  for function in sorted(written - set(course_rubric.contract))]
     tagged = {}
-    for suite, folder in paths.SUITE_DIRS.items():
+    for folder in paths.SUITE_DIRS.values():
         for module in sorted(folder.glob("test_*.py")):
             for name in PART_MARKER.findall(module.read_text()):
                 tagged.setdefault(name, []).append(f"{folder.name}/{module.name}")

@@ -13,9 +13,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.core import rubric
 from autograder.core.errors import clean_name
 from autograder.core.handin import GradingError, read_regular, refuse_link
-from autograder.core import rubric
 
 PREFERRED_NOTEBOOK = "mhsa.ipynb"
 # Notebooks of one folder read to see whether they hold code: mhsa.ipynb first, then by name. Reading
