@@ -111,6 +111,39 @@ def test_honest_calls_after_refusals_are_untouched(routes):
     assert outcome.forbidden == [] and outcome.monitor_silent == [] and outcome.output.shape == (2, 5, 8)
 
 
+PUT_BACK = '''
+
+def put_other_code_in(x):
+    _reach("nn.functional.multi_head_att" + "ention_forward").__code__ = (lambda *args, **kwargs: None).__code__
+    return x
+
+
+def keep_a_code_object_on(x):
+    _reach("nn.functional.multi_head_att" + "ention_forward").__doc__ = (lambda: x).__code__
+    return x
+'''
+
+
+@pytest.mark.parametrize("first", [None, "keep_a_code_object_on"])
+def test_a_refused_function_given_other_code_holds_the_grade(tmp_path, first):
+    """Refusal.evidence after every call names a refused function whose code is no longer the
+    refusal's, and the grade is held: read in one look at all the functions, or one by one once a
+    code object sits among a function's attributes (`first`), which alone changes nothing the
+    function runs and holds nothing."""
+    path = tmp_path / "mhsa.py"
+    path.write_text(REFERENCE.read_text() + ROUTES + PUT_BACK)
+    backend = WorkerBackend(path, Isolation("process"), Limits(call_timeout=60, import_timeout=60, memory_mb=3072))
+    try:
+        if first:
+            kept = backend.run(Call(first, (X,)))
+            assert kept.monitor_silent == [] and kept.forbidden == []
+        with pytest.raises(errors.MonitorSilent, match="torch function multi_head_attention_forward runs other "
+                                                       "code than the grader's refusal"):
+            backend.run(Call("put_other_code_in", (X,)))
+    finally:
+        backend.close()
+
+
 HONEST_STDLIB = '''
 
 # Saving weights with pickle, counting live tensors with gc, listing members with inspect: honest

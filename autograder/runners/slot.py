@@ -45,7 +45,7 @@ from autograder.pipeline.grade_file import GradeOptions, grade_one, graded_with,
 from autograder.record import results
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.runners.slot")
-POLL_S = 0.2  # how often a runner looks at its slots
+POLL_S = 0.2  # how often a runner looks at its slots when none of them says anything
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,11 @@ def how_it_ended(code: int) -> str:
 class Slot:
     """A runner's handle on one grader slot process (or, for tests, a stand-in speaking its protocol)."""
 
-    def __init__(self, command: list, options: GradeOptions, log: Path):
+    def __init__(self, command: list, options: GradeOptions, log: Path, news: threading.Event | None = None):
         self.log, self.options = log, options
+        # set when the slot says something or its output ends: a runner waiting on it hands the next
+        # job over as soon as one is done, not at its next look (POLL_S)
+        self.news = news or threading.Event()
         with open(log, "ab") as sink:  # the slot keeps its own copy of the descriptor
             self.process = subprocess.Popen([*command, *options.to_argv()], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=sink, cwd=paths.REPO, env=child_env(),
@@ -118,6 +121,8 @@ class Slot:
     def _read(self) -> None:
         for line in self.process.stdout:
             self.lines.put((time.monotonic(), line))  # when it came: the time limit counts from "started"
+            self.news.set()
+        self.news.set()
 
     @property
     def busy(self) -> bool:
@@ -183,12 +188,17 @@ class Slot:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def close(self, grace: float = 10.0) -> None:
-        """End of input: an idle slot exits by itself; one that does not is killed."""
+    def release(self) -> None:
+        """End of input, without waiting: an idle slot exits by itself (its worker template stopped,
+        its interpreter torn down) while others still grade."""
         try:
             self.process.stdin.close()
         except OSError:
             pass
+
+    def close(self, grace: float = 10.0) -> None:
+        """End of input: an idle slot exits by itself; one that does not is killed."""
+        self.release()
         try:
             self.process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
@@ -200,8 +210,15 @@ def grade_in_slot(slot: Slot, sub: Submission, target: Path, rubric, isolation: 
     happens. Returns the status."""
     slot.send(sub.name, sub.path, target, rubric)
     while (attempt := slot.check(kill_after(rubric))) is None:
-        time.sleep(POLL_S)
+        wait_for_news(slot.news)
     return settle(attempt, target, rubric, isolation, max_units)
+
+
+def wait_for_news(news: threading.Event) -> None:
+    """Until a slot says something (or POLL_S, for the time limits); cleared before the slots are
+    looked at, so that a line arriving while they are is waited for no longer than that look."""
+    news.wait(POLL_S)
+    news.clear()
 
 
 def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric, isolation: str, max_units: int,
@@ -226,15 +243,18 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
     by_name = {sub.name: sub for sub in todo}
     logs = Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
     slots: list[Slot | None] = [None] * max(1, min(jobs, len(todo)))
+    news = threading.Event()  # shared by the slots: any of them may be the next one done
     try:
         while todo or any(s is not None and s.busy for s in slots):
             for i, slot in enumerate(slots):
                 if todo and (slot is None or not slot.alive) and (slot is None or not slot.busy):
-                    slot = slots[i] = Slot([*command], options, logs / f"slot-{i}.log")
+                    slot = slots[i] = Slot([*command], options, logs / f"slot-{i}.log", news)
                 if todo and not slot.busy:
                     sub = todo.pop(0)
                     slot.send(sub.name, sub.path, out / f"{sub.name}.json", rubric)
-            time.sleep(POLL_S)
+                elif not todo and slot is not None and not slot.busy:
+                    slot.release()  # nothing left for it: it winds down while the others finish
+            wait_for_news(news)
             running(sum(s is not None and s.busy for s in slots))
             for slot in slots:
                 attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
@@ -242,9 +262,12 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
                     status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, max_units)
                     finished(by_name[attempt.name], status)
     finally:
+        for slot in slots:  # every slot told first, so that they wind down together
+            if slot is not None:
+                slot.kill() if slot.busy else slot.release()
         for slot in slots:
             if slot is not None:
-                slot.kill() if slot.busy else slot.close()
+                slot.close()
         shutil.rmtree(logs, ignore_errors=True)
 
 

@@ -99,10 +99,14 @@ def serve(req_fd, resp_fd, submission, config, execute=executor.execute):
 
 
 def warm_up():
-    """The first use of the monitor loads torch's lazily imported dispatch helpers: do it here,
-    before the audit hook and under the import timeout, not inside the first call's time limit."""
+    """What torch imports lazily on a call's first use, imported here instead: the monitor's dispatch
+    helpers, and autograd's first backward with given gradients (as executor._execute runs it), which
+    imports torch.fx's symbolic shapes and sympy with them, most of a second. Done before the audit hook
+    and under the import timeout rather than inside the first call's time limit; in the worker template,
+    once for every worker forked from it rather than once per submission."""
     with executor.ShapeTrace(None), executor.ForbiddenApiMonitor():  # as executor._monitored stacks them
-        torch.ones(1) + 1
+        x = torch.ones(1, requires_grad=True)
+        torch.autograd.backward([x + 1], [torch.ones(1)])
 
 
 def set_limits(config):
