@@ -11,11 +11,14 @@ import torch
 
 from autograder.cli import review
 from autograder.core import rubric as rubric_file
+from autograder.core.errors import ForbiddenApiError
 from autograder.core.paths import REFERENCE
 from autograder.isolation.guest.executor import MONITOR_SILENT, ForbiddenApiMonitor
 from autograder.pipeline import grading
 from autograder.record import results, reviews
 from autograder.record.grade import Status
+from autograder.testing.backends import InProcessBackend
+from autograder.testing.calls import Call
 
 RUBRIC = rubric_file.load()
 FAST = replace(RUBRIC, limits=replace(RUBRIC.limits, call_timeout=6.0, import_timeout=30.0))
@@ -34,6 +37,24 @@ def test_the_monitor_sees_its_canary_and_reports_when_it_does_not():
         with torch.overrides._pop_mode_temporarily():  # the function mode taken off torch's stack
             popped.check_canary()
     assert popped.silent == ["its check operation was not recorded"] and not popped.used, popped.silent
+
+
+def test_only_the_trusted_reference_runs_unmonitored_and_computes_the_same(tmp_path):
+    """The hidden suites' reference (InProcessBackend trusted) skips the monitor, which would only
+    slow it down: its outcomes are those of the monitored run, and a file run as a submission
+    in-process (the notebook's kernel, the student's own run) is still monitored."""
+    x = torch.randn(2, 5, 8)
+    call = Call("MultiHeadSelfAttention", (x,), init={"d_model": 8, "num_heads": 2}, grad_outputs=torch.ones(2, 5, 8))
+    trusted, watched = InProcessBackend(REFERENCE, trusted=True).run(call), InProcessBackend(REFERENCE).run(call)
+    assert torch.equal(trusted.output, watched.output)
+    assert all(torch.equal(trusted.param_grads[k], g) for k, g in watched.param_grads.items())
+    library = tmp_path / "library.py"
+    library.write_text("import torch\n\ndef attend(q):\n"
+                       "    return torch.nn.functional.scaled_dot_product_attention(q, q, q)\n")
+    q = torch.randn(1, 2, 3, 4)
+    assert InProcessBackend(library, trusted=True).run(Call("attend", (q,))).forbidden == []
+    with pytest.raises(ForbiddenApiError, match="scaled_dot_product_attention"):
+        InProcessBackend(library).run(Call("attend", (q,)))
 
 
 def test_a_reference_with_an_untraceable_reach_is_held_with_its_earned_score_kept(tmp_path):

@@ -268,7 +268,7 @@ def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
     rules = rubric.load()
     try:
         for name, path in (("tamperer", tamperer), ("reference", REFERENCE)):
-            slot.grade_in_slot(grader, slot.Submission(name, path), tmp_path / f"{name}.json", rules, "auto", 90)
+            slot.grade_in_slot(grader, slot.Submission(name, path), tmp_path / f"{name}.json", rules, "auto", lambda: 90)
     finally:
         grader.close()
     first, second = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("tamperer", "reference"))

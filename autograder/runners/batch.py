@@ -17,6 +17,7 @@ with the same results files. The slots, and the failure results, are autograder/
 every runner shares. A flat LMS download and each student's days late (--extensions) are read first
 (autograder/intake/lms.py); the students of each days-late value are graded by slots of that value.
 """
+import functools
 import signal
 import sys
 from dataclasses import replace
@@ -75,7 +76,7 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     producers = {s.name: graded_with(s.path, replace(options, days_late=late[s.name]), unscored) for s in submissions}
     kept = KeptGrades(out, producers)
     todo = submissions if args.force else [s for s in submissions if not kept.current(s.name)]
-    max_units = options.max_units(rubric)
+    maximum = functools.cache(functools.partial(options.max_units, rubric))
     progress = Progress(len(submissions), len(submissions) - len(todo), kept.why_regraded(todo))
 
     def finished(sub, status: str) -> None:
@@ -85,13 +86,13 @@ def run(args, rubric=None, command=SLOT_COMMAND) -> int:
     try:
         for days, group in lms.by_days_late(todo, late):  # a slot grades with one --days-late
             if scheduler:
-                code = cluster.grade_all(scheduler, group, out, replace(options, days_late=days), rubric, max_units,
+                code = cluster.grade_all(scheduler, group, out, replace(options, days_late=days), rubric, maximum(),
                                          finished)
                 if code:
                     return code
             else:
                 grade_in_slots(group, out, replace(options, days_late=days), rubric, resolve(options.isolation).level,
-                               max_units, args.jobs, finished, progress.draw, command)
+                               maximum, args.jobs, finished, progress.draw, command)
     except KeyboardInterrupt as stop:  # the slots are gone (grade_in_slots), and with them what they held
         progress.close()
         kept = KeptGrades(out, producers)

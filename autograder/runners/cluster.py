@@ -150,7 +150,7 @@ def grade_on_worker(name: str, kind: str, files: dict, options: GradeOptions, ma
         path = unpack(name, kind, files, Path(scratch) / "submission")
         target = Path(scratch) / "results" / f"{name}.json"
         target.parent.mkdir()
-        grade_in_slot(_slot(options), Submission(name, path), target, rubric, "sandbox", max_units)
+        grade_in_slot(_slot(options), Submission(name, path), target, rubric, "sandbox", lambda: max_units)
         found = results.load(target)
         return None if found is None else found.data  # plain data back to the client
 

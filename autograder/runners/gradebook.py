@@ -29,6 +29,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 from autograder.core.paths import grader_checksum
@@ -239,8 +240,8 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
 
     try:
         grade_in_slots([Submission(name, student.notebook) for name, (student, _) in todo.items()], scratch, options,
-                       rubric, resolve(options.isolation).level, options.max_units(rubric), args.jobs, finished,
-                       command=command or SLOT_COMMAND)
+                       rubric, resolve(options.isolation).level, partial(options.max_units, rubric), args.jobs,
+                       finished, command=command or SLOT_COMMAND)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -19,6 +19,7 @@ import tempfile
 import time
 import zipfile
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from autograder.core import paths
@@ -203,7 +204,7 @@ def grade_root(root: Path, rubric) -> str:
     options = GradeOptions(days_late=days_late(metadata), due=due, due_from=due_from,
                            hide=(root / "results", root / "submission"))
     return grade_in_child(Submission(found.name, found), target, options, rubric, resolve(options.isolation).level,
-                          options.max_units(rubric))
+                          partial(options.max_units, rubric))
 
 
 # ------------------------------------------------------------------------------------------------

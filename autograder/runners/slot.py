@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,10 @@ from autograder.pipeline.grade_file import GradeOptions, grade_one, graded_with,
 from autograder.record import results
 
 SLOT_COMMAND = (sys.executable, "-m", "autograder.runners.slot")
+# The maximum a failure's results file states (GradeOptions.max_units), asked for only when a grade
+# fails: working it out asks torch whether CUDA is there, a second's import that a runner whose
+# slots all answer never needs (the slots state their own maximum).
+Maximum = Callable[[], int]
 POLL_S = 0.2  # how often a runner looks at its slots when none of them says anything
 
 
@@ -205,13 +210,13 @@ class Slot:
             self.kill()
 
 
-def grade_in_slot(slot: Slot, sub: Submission, target: Path, rubric, isolation: str, max_units: int) -> str:
+def grade_in_slot(slot: Slot, sub: Submission, target: Path, rubric, isolation: str, maximum: Maximum) -> str:
     """Hand `slot` one submission and wait for its end; its results file is at `target` whatever
     happens. Returns the status."""
     slot.send(sub.name, sub.path, target, rubric)
     while (attempt := slot.check(kill_after(rubric))) is None:
         wait_for_news(slot.news)
-    return settle(attempt, target, rubric, isolation, max_units)
+    return settle(attempt, target, rubric, isolation, maximum)
 
 
 def wait_for_news(news: threading.Event) -> None:
@@ -221,20 +226,20 @@ def wait_for_news(news: threading.Event) -> None:
     news.clear()
 
 
-def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric, isolation: str, max_units: int,
+def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric, isolation: str, maximum: Maximum,
                    command=SLOT_COMMAND) -> str:
     """Grade one submission in a grader process of its own within the rubric's whole-submission
     limit; its results file is at `target` whatever happens. Returns the status."""
     logs = Path(tempfile.mkdtemp(prefix="mhsa-grade-log-"))
     slot = Slot([*command], options, logs / "slot.log")
     try:
-        return grade_in_slot(slot, sub, target, rubric, isolation, max_units)
+        return grade_in_slot(slot, sub, target, rubric, isolation, maximum)
     finally:  # still busy: interrupted, and the slot ignores Ctrl-C (main)
         slot.kill() if slot.busy else slot.close()
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolation: str, max_units: int, jobs: int,
+def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolation: str, maximum: Maximum, jobs: int,
                    finished, running=lambda count: None, command=SLOT_COMMAND) -> None:
     """`todo` (Submissions) graded by `jobs` slots on this machine, each into OUT/<name>.json; a slot
     that is killed or dies is replaced. `finished(sub, status)` is called as each one ends (its results
@@ -259,7 +264,7 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
             for slot in slots:
                 attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
                 if attempt is not None:
-                    status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, max_units)
+                    status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, maximum)
                     finished(by_name[attempt.name], status)
     finally:
         for slot in slots:  # every slot told first, so that they wind down together
@@ -271,7 +276,7 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: int) -> str:
+def settle(attempt: Attempt, target: Path, rubric, isolation: str, maximum: Maximum) -> str:
     """The attempt's status, from its grader's answer and results file alone. A grade that answered
     0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
     file is replaced by one that says why there is no grade."""
@@ -286,7 +291,7 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, max_units: in
         how = attempt.ended or f"exit status {attempt.code} without a results file"
         message = (f"The grader stopped with {how} while grading this submission. Score 0 until an "
                    f"instructor regrades it.\n\nLast output:\n{attempt.tail}")
-    write_failure(target, attempt.name, status, message, rubric, max_units, isolation,
+    write_failure(target, attempt.name, status, message, rubric, maximum(), isolation,
                   elapsed=time.monotonic() - attempt.started, produced_by=attempt.produced_by)
     return status
 

@@ -491,15 +491,17 @@ def forbidden_submodules(module):
             for name, m in module.named_modules() if library_attention_class(type(m)) is not None]
 
 
-def execute(submission, call: dict) -> dict:
-    """Runs `call` against the module object `submission`; exceptions propagate to the caller."""
+def execute(submission, call: dict, watched: bool = True) -> dict:
+    """Runs `call` against the module object `submission`; exceptions propagate to the caller.
+    `watched`: under the monitor and the shape trace (_monitored), as every submission's call runs;
+    False only for code the grader trusts (the reference solution), which they would only slow down."""
     __tracebackhide__ = True  # in-process under pytest: the student reads their own frames only
     target = getattr(submission, call["target"], None)
     if target is None:
         raise AttributeError(f"your mhsa.py defines no '{call['target']}'")
     student_file = vars(submission).get("__file__")  # their frames' file (read from the dict: no student code runs)
     with standing_in(submission, call.get("stand_ins", ""), call["target"]):
-        return _execute(target, call, student_file)
+        return _execute(target, call, student_file, watched)
 
 
 @contextlib.contextmanager
@@ -532,13 +534,13 @@ def standing_in(submission, source: str, target: str):
         namespace.update(saved)
 
 
-def _execute(target, call: dict, student_file=None) -> dict:
+def _execute(target, call: dict, student_file=None, watched=True) -> dict:
     __tracebackhide__ = True
     args, kwargs = list(call.get("args", ())), dict(call.get("kwargs", {}))
     result = {"output": None, "input_grads": {}, "param_grads": {}, "attributes": {}, "mutated": [],
               "forbidden": [], "monitor_silent": []}
     seed_cpu(call.get("seed", 0))
-    monitor = ForbiddenApiMonitor()
+    monitor = ForbiddenApiMonitor() if watched else None
     fn = target
     if call.get("init") is not None:
         def construct():
@@ -590,9 +592,11 @@ def _execute(target, call: dict, student_file=None) -> dict:
 
 
 def _with_findings(result: dict, monitor) -> dict:
-    """`result` with what the monitor found: the forbidden APIs used, and why it cannot vouch for them."""
-    result["forbidden"].extend(monitor.used)
-    result["monitor_silent"].extend(monitor.silent)
+    """`result` with what the monitor found (None: no monitor ran): the forbidden APIs used, and why
+    it cannot vouch for them."""
+    if monitor is not None:
+        result["forbidden"].extend(monitor.used)
+        result["monitor_silent"].extend(monitor.silent)
     return result
 
 
@@ -604,8 +608,11 @@ def _monitored(monitor, step, trace):
     step raised after using a forbidden API, whose finding is then the reply: it is what the student
     must read, not the error it led to (flex_attention under the grader's modes raises in torch.compile).
     The shape trace (ShapeTrace) is entered first, so that the monitor is above it on torch's stack and
-    sees every operation first; an error step raised leaves with its trace attached."""
+    sees every operation first; an error step raised leaves with its trace attached. With no monitor
+    (trusted code: execute's `watched`), step() alone."""
     __tracebackhide__ = True
+    if monitor is None:
+        return step()
     _refusals[0] = monitor.used
     try:
         with trace, monitor:

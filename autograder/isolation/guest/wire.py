@@ -43,7 +43,8 @@ def encode(obj) -> bytes:
             # Bytes go in the tensor's memory order, so a transposed (non-contiguous) argument
             # arrives transposed: tests of non-contiguous inputs mean the same in the worker.
             order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
-            raw = t.permute(order).contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            in_order = t if order == sorted(order) else t.permute(order)
+            raw = in_order.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
             blobs.append(raw)
             dtype = str(t.dtype).removeprefix("torch.")
             spec = {"$tensor": len(blobs) - 1, "dtype": dtype, "shape": list(t.shape),
@@ -98,7 +99,7 @@ def _decode(data: bytes):
         numel = 1
         for n in shape:
             numel *= n
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         if nbytes != numel * itemsize:
             raise WireError(f"tensor header says {nbytes} bytes for shape {shape} of {dtype}")
         start = offsets[-1] if offsets else 0
@@ -111,9 +112,11 @@ def _decode(data: bytes):
         if not (isinstance(order, list) and all(type(d) is int for d in order)
                 and sorted(order) == list(range(len(shape)))):
             raise WireError(f"bad dimension order {order!r:.80}")
-        raw = torch.frombuffer(bytearray(body[start:start + nbytes]), dtype=torch.uint8)
+        raw = torch.frombuffer(bytearray(body[start:start + nbytes]), dtype=torch.uint8).view(dtype)
+        if order == sorted(order):  # memory order is the dimensions' order: no permutation to undo
+            return raw.reshape(shape)
         inverse = sorted(range(len(order)), key=order.__getitem__)
-        return raw.view(dtype).reshape([shape[d] for d in order]).permute(inverse)
+        return raw.reshape([shape[d] for d in order]).permute(inverse)
 
     def dec(x):
         if x is None or isinstance(x, (bool, int, float, str)):
