@@ -27,6 +27,8 @@ import json
 import shutil
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -275,8 +277,11 @@ def gather_evidence(students: list, released, course: Path, store: Path, args, r
     """Each notebook's evidence of tampering (student.flags): its read-only and test cells against the
     released ones, and its test cells run again in the grader's worker, twice where the first rerun
     finds a cell that passed in the kernel and fails there (kernel_evidence). The reruns are cached
-    per notebook, released cells and grader files, as the isolated grades are."""
+    per notebook, released cells and grader files, as the isolated grades are. The first rerun
+    starts a worker template (as a grader slot does), which every rerun's worker is forked from:
+    a fork instead of a new Python importing torch, seconds a notebook."""
     from autograder.integrity import kernel_evidence
+    from autograder.isolation.host import worker_template
     from autograder.isolation.host.levels import resolve
     from autograder.testing.backends import WorkerBackend
 
@@ -284,12 +289,16 @@ def gather_evidence(students: list, released, course: Path, store: Path, args, r
     hidden = [*rubric.hidden, rubric.source, course]
     fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))).encode()
 
+    template, starting = NOT_STARTED, threading.Lock()
+
     def backend_for(program):
+        nonlocal template
+        with starting:
+            if template is NOT_STARTED:  # None where none can run here: each worker is then spawned
+                template = worker_template.start(args.isolation, hidden, log=io.StringIO())
         return WorkerBackend(program, isolation, rubric.limits, hidden)
 
-    for student in students:
-        if student.error or student.notebook is None:
-            continue
+    def find(student) -> None:
         student.flags = kernel_evidence.changed_cells(student.notebook, released)
         cached = f"{hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()}.rerun.json"
         reruns = [] if args.force else list(results.read_record(store / "cache", cached).get("reruns", []))
@@ -307,6 +316,19 @@ def gather_evidence(students: list, released, course: Path, store: Path, args, r
         if reruns:
             results.write_record(store / "cache", cached, {"reruns": reruns})
         student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, reruns)
+
+    # --jobs notebooks at a time, as their grades ran: a rerun runs every cell of the notebook in its
+    # worker (seconds), while this thread only waits for it
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(find, [s for s in students if not s.error and s.notebook is not None]))
+    finally:
+        if template is not NOT_STARTED and template is not None:
+            template.stop()
+            worker_template.install_template(None)
+
+
+NOT_STARTED = object()  # gather_evidence's worker template before the first rerun asks for one
 
 
 def parts_to_write(policy: str, student: Student) -> set:

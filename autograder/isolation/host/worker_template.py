@@ -37,10 +37,10 @@ MESSAGE_BYTES = 1 << 16
 DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: a slot spawns every worker, as a lone `grade` does
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
-def start(isolation: str, hidden) -> "WorkerTemplate | None":
+def start(isolation: str, hidden, log=None) -> "WorkerTemplate | None":
     """A grader slot's template for workers at level `isolation` (a name, as on the command line)
     with `hidden` kept from them, installed for this process; None where that level cannot run here
-    (each grade then says why)."""
+    (each grade then says why). `log`: where it says that it is ready, restarted or given up (stderr)."""
     if os.environ.get(DISABLE_VAR):
         print(f"worker template not used: {DISABLE_VAR} is set; workers are started directly", file=sys.stderr)
         return None
@@ -49,7 +49,7 @@ def start(isolation: str, hidden) -> "WorkerTemplate | None":
     except (RuntimeError, ValueError):
         return None
     try:
-        template = WorkerTemplate(level, [p for p in map(Path, hidden) if p.exists()])
+        template = WorkerTemplate(level, [p for p in map(Path, hidden) if p.exists()], log)
     except OSError as err:
         print(f"worker template not used: it could not be started ({err}); workers are started directly",
               file=sys.stderr)
