@@ -4,6 +4,7 @@ with --write; with an estimate for 300 notebooks.
 
     python benchmarks/gradebook.py                      # 12 notebooks, --jobs 2
     python benchmarks/gradebook.py --students 24 --jobs 4
+    python benchmarks/gradebook.py --baseline /tmp/before   # an older checkout's cold pass too, side by side
 
 The notebooks are the simulated class of tests/test_nbgrader_course.py (full, partial, a syntax
 error, a helper cell, wrong answers, two tamperers, the untouched release...; the empty file left
@@ -65,6 +66,8 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--class-size", type=int, default=300, help="the class the estimate is for")
+    parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit (git worktree add DIR REV): "
+                                                      "its cold pass runs first, on the same course")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-nbgrader-bench-"))
     try:
@@ -78,6 +81,9 @@ def main() -> None:
         load = os.getloadavg()[0]
         autograde, autograde_cpu = timed(["nbgrader", "autograde", sim.A], root)
         gradebook = ["autograder", "gradebook", "--course", str(root), "--jobs", str(args.jobs)]
+        if args.baseline:
+            before, _ = timed(gradebook, args.baseline.resolve())
+            shutil.rmtree(root / "isolated")  # its cache: the pass below is cold too
         cold, cold_cpu = timed(gradebook, REPO)
         warm, _ = timed(gradebook, REPO)
         write, _ = timed([*gradebook, "--write"], REPO)
@@ -94,6 +100,9 @@ def main() -> None:
     # Wall time only: autograde's kernels are not among the processes whose CPU time os.times counts
     print(f"gradebook's isolated pass per notebook: x{cold / autograde:.2f} the wall time of `nbgrader autograde` "
           f"per notebook (target <= 0.5)")
+    if args.baseline:
+        print(f"baseline {args.baseline}, cold: {before:.0f} s wall, x{before / autograde:.2f} the wall time of "
+              f"`nbgrader autograde`; now x{before / cold:.2f} as fast")
     print(f"gradebook, warm (cached): {warm:.1f} s; --write (cached): {write:.1f} s")
     size, parallel = args.class_size, min(args.jobs, cores)
     print(f"estimate for {size} notebooks, gradebook cold: {cold / n * size / 60:.0f} min at this run's pace; "

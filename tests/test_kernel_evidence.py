@@ -8,7 +8,7 @@ import pytest
 
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import REPO
-from autograder.intake import notebook
+from autograder.intake import cell_names, notebook
 from autograder.integrity import kernel_evidence
 from autograder.isolation.host.levels import resolve
 from autograder.testing.backends import WorkerBackend
@@ -28,7 +28,8 @@ def _code_cells(nb, keep):
 
 RECORDED = _code_cells(SOURCE, lambda m: m.get("locked") or m.get("grade"))
 RELEASED = kernel_evidence.Released({k: notebook.without_hidden_tests(v) for k, v in RECORDED.items()}, RECORDED,
-                                    frozenset(_code_cells(SOURCE, lambda m: m.get("grade"))))
+                                    frozenset(_code_cells(SOURCE, lambda m: m.get("grade"))),
+                                    notebook.lesson_only_cells(REPO / notebook.SOURCE_NOTEBOOK))
 
 
 def solved():
@@ -53,11 +54,19 @@ def insert_after(nb, cell_id, source):
                                    "execution_count": None, "source": source})
 
 
-def rerun(tmp_path, nb, seed=0) -> dict:
+def rerun(tmp_path, nb, seed=0, released=RELEASED) -> dict:
     rubric = rubric_file.load()
     isolation = resolve("auto")
-    return kernel_evidence.rerun(write(tmp_path, nb), RELEASED,
+    return kernel_evidence.rerun(write(tmp_path, nb), released,
                                  lambda p: WorkerBackend(p, isolation, rubric.limits, list(rubric.hidden)), seed)
+
+
+def program(tmp_path, nb) -> str:
+    return notebook.rerun_program(write(tmp_path, nb), RELEASED.recorded, set(RELEASED.tests), "mhsa.ipynb", 0,
+                                  RELEASED.lesson_only)
+
+
+LEFT_OUT = "'attention_plot': a lesson-only cell, left out"
 
 
 def test_the_released_notebook_itself_shows_no_changed_cell(tmp_path):
@@ -111,3 +120,36 @@ def test_a_cell_counts_only_when_it_failed_in_every_rerun_and_passed_in_the_kern
     found = kernel_evidence.rerun_evidence(kernel, reruns)
     assert len(found) == 1 and found[0].startswith("test cell test_a passed in the kernel")
     assert kernel_evidence.rerun_evidence(kernel, []) == []
+
+
+def test_the_lesson_only_demonstration_is_left_out_of_a_rerun_and_every_outcome_stays_the_same(tmp_path):
+    assert RELEASED.lesson_only == {"attention_plot"}  # the training demo, tagged in the generated notebook
+    assert LEFT_OUT in program(tmp_path, solved())
+    every_cell_run = kernel_evidence.Released(RELEASED.notebook, RELEASED.recorded, RELEASED.tests)
+    assert rerun(tmp_path, solved()) == rerun(tmp_path, solved(), released=every_cell_run)
+
+
+@pytest.mark.parametrize("later", [
+    "print(model.attention)",                    # the student looks at the demo's trained model
+    "steps_taken = globals()['steps']",           # a name reached through its string
+    "def report():\n    return MASK.shape\nreport()",  # read inside a function of a later cell
+], ids=["name", "string", "function"])
+def test_a_lesson_only_cell_stays_in_the_rerun_when_a_later_cell_may_read_what_it_defines(tmp_path, later):
+    nb = solved()
+    insert_after(nb, "attention-plot", later)
+    assert LEFT_OUT not in program(tmp_path, nb)
+
+
+def test_an_import_in_a_lesson_only_cell_counts_only_when_it_rebinds_a_name_to_another_module(tmp_path):
+    plot = RELEASED.recorded["attention_plot"]
+    assert "import torch\n" in plot  # the demonstration imports torch again, as the imports cell did
+    nb = solved()
+    insert_after(nb, "imports", "import numpy as torch")  # a student's torch is not the demo's
+    assert LEFT_OUT not in program(tmp_path, nb)
+    lesson, before = cell_names.of("import torch\nSTEPS = 3"), [cell_names.of("import torch")]
+    assert cell_names.may_leave_out(lesson, before, [cell_names.of("x = torch.zeros(1)")])
+    assert not cell_names.may_leave_out(lesson, before, [cell_names.of("x = torch.zeros(STEPS)")])
+    assert not cell_names.may_leave_out(lesson, [cell_names.of("import numpy as torch")],
+                                        [cell_names.of("x = torch.zeros(1)")])
+    unreadable = cell_names.of("%timeit torch.zeros(1)")  # a cell that does not parse may read anything
+    assert unreadable.reads is cell_names.EVERYTHING and not cell_names.may_leave_out(lesson, before, [unreadable])

@@ -228,6 +228,8 @@ def test_report_flags_the_tamperers_and_reports_the_empty_file_without_stopping(
     for student in (FULL, HELPER, SYNTAX, MISNAMED, MAGICS, PLOTTER):  # the isolated grade agrees with the kernel
         assert float(rows[student]["isolated"]) == float(rows[student]["in_kernel"]), student
     assert "grading" not in course["write"].stderr  # --write reuses the report's isolated grades
+    # the reruns' workers were forked from a template, whose own lines stay off the terminal
+    assert "worker template" not in report.stdout + report.stderr
 
 
 def test_flags_reach_nbgrader_and_the_results_files(course):

@@ -91,19 +91,25 @@ STAND_IN_SLOT = (sys.executable, "-c", f"FORMAT = {results.FORMAT}\n" + textwrap
 """))
 
 
+def gradebook_class(tmp_path, *names) -> tuple:
+    """(course, store, students): each student with the released notebook, 20 points in the kernel."""
+    course, store = tmp_path / "course", tmp_path / "store"
+    (store / "cache").mkdir(parents=True)
+    students = []
+    for name in names:
+        notebook = tmp_path / name / "mhsa.ipynb"
+        notebook.parent.mkdir()
+        shutil.copy(paths.ASSIGNMENT_DIR / "mhsa.ipynb", notebook)
+        students.append(gradebook.Student(name, notebook, in_kernel={"sdpa": 20.0}))
+    return course, store, students
+
+
 def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(tmp_path, monkeypatch):
     """A notebook whose isolated grade hangs is stopped at the rubric's limit plus the wrap-up time,
     one whose grader dies is reported as a crash; neither gets a score or a cache entry, while a
     notebook graded beside them keeps its grade."""
     monkeypatch.setattr(grade_file, "WRAP_UP_S", 0.5)
-    course, store = tmp_path / "course", tmp_path / "store"
-    (store / "cache").mkdir(parents=True)
-    students = []
-    for name in ("hangs", "segv", "graded"):
-        notebook = tmp_path / name / "mhsa.ipynb"
-        notebook.parent.mkdir()
-        shutil.copy(paths.ASSIGNMENT_DIR / "mhsa.ipynb", notebook)
-        students.append(gradebook.Student(name, notebook, in_kernel={"sdpa": 20.0}))
+    course, store, students = gradebook_class(tmp_path, "hangs", "segv", "graded")
     args = Namespace(force=True, jobs=2, isolation="process")
 
     gradebook.grade_all(students, course, store, args, replace(RUBRIC, submission_timeout=1.0),
@@ -115,6 +121,60 @@ def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(t
     assert graded.results.score == 20.0 and not graded.error and graded.isolated == {"sdpa": 20.0}
     cached = [json.loads(p.read_text()) for p in (store / "cache").iterdir()]
     assert cached == [graded.results.data], "the cache holds the one grade, not the failures"
+
+
+def test_slots_started_ahead_grade_the_gradebooks_pass_and_end_with_it(tmp_path, monkeypatch):
+    """The gradebook starts its slots before reading nbgrader's database; those very slots grade, no
+    other starts, and every one of them has exited when the pass is done, also when all was cached."""
+    from autograder.runners import slot
+
+    course, store, students = gradebook_class(tmp_path, "first", "second", "third")
+    args = Namespace(force=False, jobs=2, isolation="process")
+    options = gradebook.isolated_options(args, course)
+    other = slot.SlotsAhead(options, 1, command=STAND_IN_SLOT)
+    with pytest.raises(ValueError, match="other options"):
+        slot.grade_in_slots([], tmp_path, replace(options, after_due_date=False), RUBRIC, "process", lambda: 90, 2,
+                            print, command=STAND_IN_SLOT, ahead=other)
+    other.close()
+    for cold in (True, False):
+        ahead = slot.SlotsAhead(options, 2, command=STAND_IN_SLOT)
+        monkeypatch.setattr(slot, "Slot", None)  # no slot may be started past this point
+        gradebook.grade_all(students, course, store, args, RUBRIC, command=STAND_IN_SLOT, ahead=ahead)
+        monkeypatch.undo()
+        assert [s.results.score for s in students] == [20.0] * 3, cold
+        for started in ahead.slots:
+            assert started.process.wait(timeout=10) == 0, "a slot ahead is left running"
+        assert not ahead.logs.exists()
+
+
+def test_the_results_file_a_slot_wrote_is_its_answer_whatever_its_time_and_an_older_one_never_is(tmp_path):
+    """A file's time is kept to a clock tick, and a slot ready ahead may answer within one: the
+    answer is the file the slot wrote (the stand-in sets its time to 1970), never one left from before."""
+    from autograder.runners import slot
+
+    def stand_in(writes: bool):
+        return (sys.executable, "-c", f"WRITES = {writes}\n" + textwrap.dedent("""
+            import json, os, sys
+            for line in sys.stdin:
+                job = json.loads(line)
+                print(json.dumps({"started": job["id"]}), flush=True)
+                if WRITES:
+                    with open(job["results"], "w") as f:
+                        json.dump({"score": 20.0, "output": "Score: 20 / 90", "tests": [], "extra_data": {
+                            "format": %d, "status": "graded", "max_score": 90.0, "parts": {}}}, f)
+                    os.utime(job["results"], ns=(0, 0))
+                print(json.dumps({"done": job["id"], "code": 0}), flush=True)
+        """ % results.FORMAT))
+
+    target = tmp_path / "alice.json"
+    for writes, status, score in ((True, "graded", 20.0), (False, "crashed", 0.0)):
+        # an older graded result at the target, as a batch run before left it
+        target.write_text(json.dumps({"score": 90.0, "output": "Score: 90 / 90", "tests": [], "extra_data": {
+            "format": results.FORMAT, "status": "graded", "max_score": 90.0, "parts": {}}}))
+        assert slot.grade_in_child(slot.Submission("alice", tmp_path / "alice.py"), target, GradeOptions(), RUBRIC,
+                                   "process", lambda: 90, command=stand_in(writes)) == status
+        found = results.load(target)
+        assert (found.status.value, found.score) == (status, score), writes
 
 
 def test_a_failure_result_says_why_in_the_gradebook_report(tmp_path):

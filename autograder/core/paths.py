@@ -37,7 +37,7 @@ STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
     "isolation/host/worker",
     "isolation/guest/__init__", "isolation/guest/confine", "isolation/guest/executor", "isolation/guest/reaper",
     "isolation/guest/wire", "isolation/guest/worker_main", "isolation/guest/refusal",
-    "intake/__init__", "intake/submission", "intake/notebook", "intake/route", "intake/knowledge",
+    "intake/__init__", "intake/submission", "intake/notebook", "intake/cell_names", "intake/route", "intake/knowledge",
     "testing/__init__", "testing/backends", "testing/calls", "testing/compare", "testing/checks", "testing/oracles",
     "testing/pytest_plugin",
     "integrity/__init__", "integrity/static_check",

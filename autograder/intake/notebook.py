@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autograder.core.errors import clean_name, clean_text
 from autograder.core.paths import COURSE, NOTEBOOK_SOURCES, ORACLES, REFERENCE
-from autograder.intake import knowledge
+from autograder.intake import cell_names, knowledge
 
 
 ASSIGNMENT = "mhsa"
@@ -41,6 +41,9 @@ HELPERS_CELL = "test_helpers"  # the read-only cell of the test cells' helpers (
 TEST_CELL = re.compile(r"^test_(?P<part>[a-z][a-z0-9]*)_")  # rubric.PART_NAME
 CELL_HEADER = re.compile(r"^# %% (?P<kind>public|hidden) (?P<function>\w+)\s*$")
 LESSON_HEADER = re.compile(r"^<!-- cell: (?P<name>\w+) -->\s*$")
+# The Jupyter cell tag of a read-only cell that only teaches (a demonstration, a figure): the reruns of
+# the tampering evidence leave it out where no later cell reads what it defines (rerun_program).
+LESSON_ONLY = "lesson-only"
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
 
@@ -69,7 +72,7 @@ def source_notebook(rubric) -> str:
         cells.append(_code(name, code, solution=True))
         cells += tests.get(name, [])
     cells += [_markdown("lesson-attention_plot", lesson.pop("attention_plot")),
-              _code("attention_plot", (SOURCES / "plot.py").read_text().strip(), locked=True),
+              _code("attention_plot", (SOURCES / "plot.py").read_text().strip(), tags=[LESSON_ONLY], locked=True),
               *knowledge_section(lesson.pop("knowledge"), rubric)]
     if lesson:
         raise ValueError(f"lesson.md: sections {sorted(lesson)} name no function of reference/mhsa.py")
@@ -206,9 +209,28 @@ def _nbgrader(grade_id, solution=False, grade=False, locked=False, points=None) 
     return {"nbgrader": meta}
 
 
-def _code(cell_id, source, **nbgrader) -> dict:
+def _code(cell_id, source, tags=(), **nbgrader) -> dict:
     return {"cell_type": "code", "execution_count": None, "id": cell_id.replace("_", "-"),
-            "metadata": _nbgrader(cell_id, **nbgrader), "outputs": [], "source": source}
+            "metadata": _nbgrader(cell_id, **nbgrader) | ({"tags": list(tags)} if tags else {}), "outputs": [],
+            "source": source}
+
+
+def lesson_only_cells(path) -> frozenset:
+    """The grade ids of the read-only code cells of the instructor's notebook at `path` tagged
+    LESSON_ONLY (a test cell or a solution cell never is one); none when it cannot be read."""
+    try:
+        cells = json.loads(Path(path).read_text()).get("cells", [])
+    except (OSError, ValueError, AttributeError):
+        return frozenset()
+    found = set()
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or not isinstance(cell.get("metadata"), dict):
+            continue
+        meta, tags = _nbgrader_metadata(cell), cell["metadata"].get("tags", [])
+        if (cell.get("cell_type") == "code" and meta.get("locked") and not meta.get("grade")
+                and not meta.get("solution") and isinstance(tags, list) and LESSON_ONLY in tags):
+            found.add(meta.get("grade_id"))
+    return frozenset(found - {None})
 
 
 def _markdown(cell_id, source, **nbgrader) -> dict:
@@ -391,7 +413,8 @@ def without_hidden_tests(source: str) -> str:
     return HIDDEN_REGION.sub("", source)
 
 
-def rerun_program(path, released: dict, tests: set, name: str = "", seed: int = 0) -> str:
+def rerun_program(path, released: dict, tests: set, name: str = "", seed: int = 0,
+                  lesson_only: frozenset = frozenset()) -> str:
     """The notebook as one program that runs its test cells again, outside the student's kernel.
 
     Every cell in the notebook's order: the student's cells as extract() keeps them; in place of each
@@ -400,19 +423,31 @@ def rerun_program(path, released: dict, tests: set, name: str = "", seed: int = 
     each test cell the helpers cell runs again, so that a student's cell cannot change what a test
     compares with; each test cell's outcome is recorded (RERUN_OUTCOMES). Test cells the notebook no
     longer holds run at the end, as nbgrader's autograde adds them back. `seed` seeds torch's
-    generator first: the test cells draw their inputs from it."""
+    generator first: the test cells draw their inputs from it. A read-only cell in `lesson_only`
+    (tagged LESSON_ONLY) is left out where no later cell of this notebook reads a name it binds
+    (cell_names.may_leave_out): a demonstration that trains a model for seconds tests nothing."""
     name = clean_name(name or Path(path).name)
     helpers = released.get(HELPERS_CELL, "")
-    lines, done, notes = [RERUN_PRELUDE + f"\n\nimport torch as _torch\n_torch.manual_seed({int(seed)})"], set(), []
+    prelude = RERUN_PRELUDE + f"\n\nimport torch as _torch\n_torch.manual_seed({int(seed)})"
+    pieces, done, notes = [(None, prelude, prelude)], set(), []  # (grade id, source read, program text)
     for number, cell in enumerate(read_cells(path, name), start=1):
         grade_id = _nbgrader_metadata(cell).get("grade_id") if isinstance(cell, dict) else None
         if grade_id in released and grade_id not in done:
             done.add(grade_id)
-            lines.append(_released_cell(grade_id, released[grade_id], helpers if grade_id in tests else None))
+            pieces.append((grade_id, released[grade_id],
+                           _released_cell(grade_id, released[grade_id], helpers if grade_id in tests else None)))
         elif (found := student_cell(number, cell, notes)) is not None:
-            lines.append("\n".join(text for text, _ in found[1]))
-    lines += [_released_cell(g, released[g], helpers) for g in released if g in tests and g not in done]
-    return "\n\n".join(lines) + "\n"
+            code = "\n".join(text for text, _ in found[1])
+            pieces.append((None, code, code))
+    pieces += [(g, released[g], _released_cell(g, released[g], helpers))
+               for g in released if g in tests and g not in done]
+    names = [cell_names.of(source) for _, source, _ in pieces]
+    again = [cell_names.of(helpers)]  # the helpers cell runs again before every test cell
+    kept = [text if grade_id not in lesson_only or grade_id in tests
+            or not cell_names.may_leave_out(names[i], names[:i], names[i + 1:] + again)
+            else f"# {grade_id!r}: a lesson-only cell, left out (no later cell reads what it defines)"
+            for i, (grade_id, _, text) in enumerate(pieces)]
+    return "\n\n".join(kept) + "\n"
 
 
 def _released_cell(grade_id: str, source: str, helpers) -> str:

@@ -12,8 +12,9 @@ what only tampering explains:
   are not compared: a note typed into a lesson cell touches no test.
 - **rerun**: a test cell that passed in the kernel and fails when the notebook's cells run again in
   the grader's worker (notebook.rerun_program: the student's cells as the extraction keeps them, the
-  instructor's test cells, the helpers restored before each). A cell counts only when it fails in two
-  reruns, each with its own random inputs, so that luck on a tolerance is not evidence.
+  instructor's test cells, the helpers restored before each; a lesson-only demonstration left out
+  where no later cell needs it). A cell counts only when it fails in two reruns, each with its own
+  random inputs, so that luck on a tolerance is not evidence.
 
 What this does not see: a student's cell that defeats the rerun as well as the kernel (it runs in the
 same program as the test cells); such code is what the static scan holds the isolated grade for
@@ -35,6 +36,7 @@ class Released:
     notebook: dict      # grade id -> the released notebook's source of each read-only code cell and test cell
     recorded: dict      # grade id -> the source nbgrader recorded (hidden tests included): what autograde runs
     tests: frozenset    # the grade ids of test cells
+    lesson_only: frozenset = frozenset()  # read-only cells the instructor tagged notebook.LESSON_ONLY
 
 
 def _source(cell) -> str:
@@ -76,7 +78,8 @@ def rerun(path: Path, released: Released, backend_for, seed: int = 0) -> dict:
     gives a backend for a program file (a worker, with the grade's isolation and limits). Raises
     errors.SubmissionError (or the worker's import failure) when the program cannot run."""
     program = path.with_name(f"{path.stem}-rerun{seed}.py")
-    program.write_text(notebook.rerun_program(path, released.recorded, set(released.tests), path.name, seed))
+    program.write_text(notebook.rerun_program(path, released.recorded, set(released.tests), path.name, seed,
+                                                released.lesson_only))
     backend = backend_for(program)
     try:
         outcome = backend.run(Call(notebook.RERUN_OUTCOMES))

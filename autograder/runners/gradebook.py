@@ -24,10 +24,10 @@ reported and skipped: the others finish.
 import hashlib
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -84,8 +84,6 @@ class Student:
 
 
 def run(args) -> int:
-    from nbgrader.api import Gradebook, MissingEntry
-
     from autograder.core import rubric as rubric_file
 
     course, assignment = args.course.resolve(), args.assignment
@@ -95,6 +93,23 @@ def run(args) -> int:
     db_url = f"sqlite:///{course / 'gradebook.db'}"
     if getattr(args, "accept", None):
         return accept(args.accept, db_url, course, assignment)
+    rubric = rubric_file.load()
+    ahead = start_slots_ahead(course, assignment, store, args, rubric)
+    # a cold pass reruns notebooks too: their template starts now as well, ready when the grades end
+    reruns = RerunTemplate(args, rubric, course) if ahead is not None else None
+    try:
+        return graded_pass(args, course, assignment, store, db_url, rubric, ahead, reruns)
+    finally:
+        if ahead is not None:
+            ahead.close()  # where they were not used (nothing to grade after all, or an error)
+        if reruns is not None:
+            reruns.stop()
+
+
+def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, rubric, ahead, reruns) -> int:
+    """The pass itself: nbgrader's scores read, the isolated grades and the evidence, the report."""
+    from nbgrader.api import Gradebook, MissingEntry
+
     with Gradebook(db_url) as gb:
         try:
             known = sorted(s.student.id for s in gb.find_assignment(assignment).submissions)
@@ -102,18 +117,17 @@ def run(args) -> int:
             print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
                   "and autograde first")
             return EXIT_FAILED
-        ahead = deadline_ahead(gb.find_assignment(assignment).duedate)
-        if ahead:
-            print(ahead, file=sys.stderr)
+        due = deadline_ahead(gb.find_assignment(assignment).duedate)
+        if due:
+            print(due, file=sys.stderr)
         submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
         for student in students:
             read_in_kernel(gb, course, assignment, student)
-        released = released_cells(gb, assignment)
+        released = released_cells(gb, course, assignment)
 
-    rubric = rubric_file.load()
-    grade_all(students, course, store, args, rubric)
-    gather_evidence(students, released, course, store, args, rubric)
+    grade_all(students, course, store, args, rubric, ahead=ahead)
+    gather_evidence(students, released, course, store, args, rubric, reruns)
     accepted = read_accepted(store)
     for student in students:
         student.accepted = student.notebook is not None and accepted.get(student.name) == checksum(student.notebook)
@@ -192,18 +206,48 @@ def kernel_scores(cells) -> dict:
 # The isolated grades: grader slots, --jobs at once, cached per checksum
 # ------------------------------------------------------------------------------------------------
 
-def grade_all(students: list, course: Path, store: Path, args, rubric, command=None) -> None:
+def isolated_options(args, course: Path):
+    """How the isolated pass grades: collected notebooks, so no one can resubmit against this
+    feedback (knowledge scored per question), with the course kept from the worker."""
+    from autograder.pipeline.grade_file import GradeOptions
+
+    return GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
+
+
+def cached_grade(store: Path, notebook: Path, options, rubric) -> Path:
+    """Where the isolated grade of `notebook` is cached, keyed by what produced it
+    (grade_file.graded_with): a change to any of it regrades."""
+    from autograder.pipeline.grade_file import graded_with
+
+    produced_by = json.dumps(graded_with(notebook, options, rubric), sort_keys=True).encode()
+    return store / "cache" / f"{hashlib.sha256(produced_by).hexdigest()}.json"
+
+
+def start_slots_ahead(course: Path, assignment: str, store: Path, args, rubric):
+    """Grader slots started before nbgrader's database is read (seconds of importing nbgrader),
+    when a notebook submitted on disk has no cached isolated grade; None for a pass from the cache."""
+    from autograder.intake import notebook
+    from autograder.runners.slot import SlotsAhead
+
+    options = isolated_options(args, course)
+    names = args.student or sorted(p.name for p in (course / "submitted").glob("*") if p.is_dir())
+    notebooks = [course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb" for name in names]
+    if args.force or any(p.is_file() and not cached_grade(store, p, options, rubric).is_file() for p in notebooks):
+        return SlotsAhead(options, args.jobs)
+    return None
+
+
+def grade_all(students: list, course: Path, store: Path, args, rubric, command=None, ahead=None) -> None:
     """Each student's isolated grade (student.results), from the cache or graded now; or why none
-    (student.error). `command`: a stand-in for the grader slot, for tests."""
+    (student.error). `command`: a stand-in for the grader slot, for tests; `ahead`: slots already
+    started for this pass (start_slots_ahead)."""
     from autograder.intake import notebook
     from autograder.intake.submission import GradingError
     from autograder.isolation.host.levels import resolve
-    from autograder.pipeline.grade_file import GradeOptions, graded_with
     from autograder.record import results
     from autograder.runners.slot import SLOT_COMMAND, Submission, grade_in_slots
 
-    # Collected notebooks: no one can resubmit against this feedback (knowledge scored per question).
-    options = GradeOptions(isolation=args.isolation, hide=(course,), after_due_date=True)
+    options = isolated_options(args, course)
     todo = {}
     for student in students:
         if student.error:
@@ -213,13 +257,13 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
         except GradingError as err:
             student.error = str(err)
             continue
-        # Keyed by what produced the grade (grade_file.graded_with): a change to any of it regrades.
-        produced_by = json.dumps(graded_with(student.notebook, options, rubric), sort_keys=True).encode()
-        cached = store / "cache" / f"{hashlib.sha256(produced_by).hexdigest()}.json"
+        cached = cached_grade(store, student.notebook, options, rubric)
         student.results = None if args.force else results.load(cached, graded_only=True)
         if student.results is None:
             todo[student.name] = (student, cached)
     if not todo:
+        if ahead is not None:
+            ahead.close()  # started for a notebook that turned out to have no grade to make
         return
     print(f"grading {len(todo)} notebook(s) in isolation, {args.jobs} at a time "
           f"({len(students) - len(todo)} cached or without a notebook)", file=sys.stderr)
@@ -243,7 +287,7 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
     try:
         grade_in_slots([Submission(name, student.notebook) for name, (student, _) in todo.items()], scratch, options,
                        rubric, resolve(options.isolation).level, partial(options.max_units, rubric), args.jobs,
-                       finished, command=command or SLOT_COMMAND)
+                       finished, command=command or SLOT_COMMAND, ahead=ahead)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -259,9 +303,10 @@ def failure_reason(status: str, found: results.Results | None) -> str:
 # Comparison and the write policy
 # ------------------------------------------------------------------------------------------------
 
-def released_cells(gb, assignment: str):
+def released_cells(gb, course: Path, assignment: str):
     """What nbgrader recorded at generate_assignment for the assignment's notebook: every read-only
-    code cell and test cell (kernel_evidence.Released)."""
+    code cell and test cell (kernel_evidence.Released), with the read-only cells the instructor's
+    notebook (source/, else release/) tags lesson-only."""
     from autograder.intake import notebook
     from autograder.integrity import kernel_evidence
 
@@ -269,66 +314,88 @@ def released_cells(gb, assignment: str):
     graded = {c.name for c in recorded.grade_cells if c.cell_type == "code"}
     sources = {c.name: c.source for c in recorded.source_cells
                if c.cell_type == "code" and (c.locked or c.name in graded)}
+    instructors = [course / folder / assignment / f"{notebook.ASSIGNMENT}.ipynb" for folder in ("source", "release")]
+    tagged = next(filter(None, map(notebook.lesson_only_cells, instructors)), frozenset())
     return kernel_evidence.Released({name: notebook.without_hidden_tests(text) for name, text in sources.items()},
-                                    sources, frozenset(graded & set(sources)))
+                                    sources, frozenset(graded & set(sources)),
+                                    frozenset(tagged & set(sources) - graded))
 
 
-def gather_evidence(students: list, released, course: Path, store: Path, args, rubric) -> None:
+class RerunTemplate:
+    """The worker template every rerun of the evidence forks its worker from (as a grader slot's
+    workers are forked): a fork instead of a new Python importing torch, seconds a notebook. Its own
+    lines (ready, restarted) are not for the instructor's terminal: the report is what they read."""
+
+    def __init__(self, args, rubric, course: Path):
+        from autograder.isolation.host import worker_template
+
+        self.hidden = [*rubric.hidden, rubric.source, course]
+        self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
+        self._template = worker_template.start(args.isolation, self.hidden, log=self._log)
+
+    def stop(self) -> None:
+        from autograder.isolation.host import worker_template
+
+        if self._template is not None:
+            self._template.stop()
+            worker_template.install_template(None)
+            self._template = None
+        self._log.close()
+
+
+def gather_evidence(students: list, released, course: Path, store: Path, args, rubric,
+                    template: RerunTemplate | None = None) -> None:
     """Each notebook's evidence of tampering (student.flags): its read-only and test cells against the
     released ones, and its test cells run again in the grader's worker, twice where the first rerun
     finds a cell that passed in the kernel and fails there (kernel_evidence). The reruns are cached
-    per notebook, released cells and grader files, as the isolated grades are. The first rerun
-    starts a worker template (as a grader slot does), which every rerun's worker is forked from:
-    a fork instead of a new Python importing torch, seconds a notebook."""
+    per notebook, released cells and grader files, as the isolated grades are. The reruns' workers
+    fork from `template`, or from one started here when a notebook needs a rerun."""
     from autograder.integrity import kernel_evidence
-    from autograder.isolation.host import worker_template
     from autograder.isolation.host.levels import resolve
     from autograder.testing.backends import WorkerBackend
 
     isolation = resolve(args.isolation)
-    hidden = [*rubric.hidden, rubric.source, course]
-    fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))).encode()
+    hidden = [*rubric.hidden, rubric.source, course]  # as RerunTemplate hides them: its workers fit
+    fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))
+                   + repr(sorted(released.lesson_only))).encode()
+    checked = [s for s in students if not s.error and s.notebook is not None]
+    cache_name = {s.name: f"{hashlib.sha256(fingerprint + s.notebook.read_bytes()).hexdigest()}.rerun.json"
+                  for s in checked}
+    reruns = {s.name: [] if args.force else list(results.read_record(store / "cache", cache_name[s.name])
+                                                      .get("reruns", []))
+              for s in checked}
 
-    template, starting = NOT_STARTED, threading.Lock()
+    def wanted(student) -> bool:
+        done = reruns[student.name]
+        return len(done) < kernel_evidence.RERUNS and (
+            not done or bool(kernel_evidence.rerun_evidence(student.kernel_cells, done)))
 
-    def backend_for(program):
-        nonlocal template
-        with starting:
-            if template is NOT_STARTED:  # None where none can run here: each worker is then spawned
-                template = worker_template.start(args.isolation, hidden, log=io.StringIO())
-        return WorkerBackend(program, isolation, rubric.limits, hidden)
+    backend_for = partial(WorkerBackend, isolation=isolation, limits=rubric.limits, hidden=hidden)
 
     def find(student) -> None:
         student.flags = kernel_evidence.changed_cells(student.notebook, released)
-        cached = f"{hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()}.rerun.json"
-        reruns = [] if args.force else list(results.read_record(store / "cache", cached).get("reruns", []))
+        done = reruns[student.name]
         with tempfile.TemporaryDirectory(prefix="mhsa-rerun-") as folder:
             copy = Path(folder) / "mhsa.ipynb"
             shutil.copyfile(student.notebook, copy)
-            while len(reruns) < kernel_evidence.RERUNS and (
-                    not reruns or kernel_evidence.rerun_evidence(student.kernel_cells, reruns)):
+            while wanted(student):
                 try:
-                    reruns.append(kernel_evidence.rerun(copy, released, backend_for, seed=len(reruns)))
+                    done.append(kernel_evidence.rerun(copy, released, backend_for, seed=len(done)))
                 except Exception as err:  # noqa: BLE001 - no rerun is no evidence: the grade stands
                     student.notes.append(f"the notebook's test cells could not run again in the grader's worker "
                                          f"({type(err).__name__}: {str(err)[:200]}): no rerun evidence")
                     break
-        if reruns:
-            results.write_record(store / "cache", cached, {"reruns": reruns})
-        student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, reruns)
+        if done:
+            results.write_record(store / "cache", cache_name[student.name], {"reruns": done})
+        student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, done)
 
-    # --jobs notebooks at a time, as their grades ran: a rerun runs every cell of the notebook in its
-    # worker (seconds), while this thread only waits for it
-    try:
+    own = RerunTemplate(args, rubric, course) if template is None and any(map(wanted, checked)) else None
+    try:  # --jobs notebooks at a time, as their grades ran; each thread only waits for its worker
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(find, [s for s in students if not s.error and s.notebook is not None]))
+            list(pool.map(find, checked))
     finally:
-        if template is not NOT_STARTED and template is not None:
-            template.stop()
-            worker_template.install_template(None)
-
-
-NOT_STARTED = object()  # gather_evidence's worker template before the first rerun asks for one
+        if own is not None:
+            own.stop()
 
 
 def parts_to_write(policy: str, student: Student) -> set:

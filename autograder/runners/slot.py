@@ -87,7 +87,6 @@ class Attempt:
     """One submission's grading attempt, as the batch sees it: how it ended, never what it scored."""
     name: str
     started: float = field(default_factory=time.monotonic)  # the time limit's start
-    started_ns: int = field(default_factory=time.time_ns)   # a results file older than this is not its answer
     code: int | None = None       # the grade's answer: 0 graded, 2 grading impossible
     ended: str = ""               # how the grader ended without answering: "signal SIGSEGV", "exit status 1"
     timed_out: bool = False
@@ -138,7 +137,10 @@ class Slot:
         return self.process.poll() is None
 
     def send(self, name: str, path: Path, target: Path, rubric) -> None:
-        """Hand the slot a job; its clock starts now and restarts when the slot begins it."""
+        """Hand the slot a job; its clock starts now and restarts when the slot begins it. A results
+        file already at `target` is removed first: the one there afterwards is this job's answer (a
+        file's time cannot tell: it is kept to a clock tick, and a slot ready ahead may write within one)."""
+        target.unlink(missing_ok=True)
         self.job = Attempt(name, produced_by=graded_with(path, self.options, rubric))
         self.log_offset = self.log.stat().st_size
         try:
@@ -239,16 +241,38 @@ def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric,
         shutil.rmtree(logs, ignore_errors=True)
 
 
+class SlotsAhead:
+    """Grader slots started before their submissions are known: a runner with other work to do first
+    (the gradebook reads nbgrader's database, seconds) lets them import torch and start their worker
+    templates meanwhile. grade_in_slots takes them over; `close` ends them where it was not called."""
+
+    def __init__(self, options: GradeOptions, jobs: int, command=SLOT_COMMAND):
+        self.options, self.command = options, tuple(command)
+        self.logs = Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
+        self.news = threading.Event()  # shared by the slots: any of them may be the next one done
+        self.slots = [Slot([*command], options, self.logs / f"slot-{i}.log", self.news) for i in range(max(1, jobs))]
+
+    def close(self) -> None:
+        for slot in self.slots:  # every slot told first, so that they wind down together
+            slot.kill() if slot.busy else slot.release()
+        for slot in self.slots:
+            slot.close()
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+
 def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolation: str, maximum: Maximum, jobs: int,
-                   finished, running=lambda count: None, command=SLOT_COMMAND) -> None:
+                   finished, running=lambda count: None, command=SLOT_COMMAND, ahead: SlotsAhead | None = None) -> None:
     """`todo` (Submissions) graded by `jobs` slots on this machine, each into OUT/<name>.json; a slot
     that is killed or dies is replaced. `finished(sub, status)` is called as each one ends (its results
-    file written), `running(count)` as the slots are looked at."""
+    file written), `running(count)` as the slots are looked at. `ahead`: slots started for these
+    options and command beforehand, taken over (one with nothing to grade winds down at once)."""
     todo = list(todo)
     by_name = {sub.name: sub for sub in todo}
-    logs = Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
-    slots: list[Slot | None] = [None] * max(1, min(jobs, len(todo)))
-    news = threading.Event()  # shared by the slots: any of them may be the next one done
+    if ahead is not None and (ahead.options, ahead.command) != (options, tuple(command)):
+        raise ValueError("slots started ahead for other options or another command")
+    logs = ahead.logs if ahead else Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
+    slots: list[Slot | None] = list(ahead.slots) if ahead else [None] * max(1, min(jobs, len(todo)))
+    news = ahead.news if ahead else threading.Event()  # shared by the slots: any of them may be the next one done
     try:
         while todo or any(s is not None and s.busy for s in slots):
             for i, slot in enumerate(slots):
@@ -280,8 +304,7 @@ def settle(attempt: Attempt, target: Path, rubric, isolation: str, maximum: Maxi
     """The attempt's status, from its grader's answer and results file alone. A grade that answered
     0 or 2 (graded, or grading impossible) wrote a results file that says so; for any other end the
     file is replaced by one that says why there is no grade."""
-    fresh = target.exists() and target.stat().st_mtime_ns >= attempt.started_ns
-    found = results.load(target) if fresh else None
+    found = results.load(target) if target.exists() else None  # Slot.send removed any older one
     if not attempt.timed_out and attempt.code in (0, 2) and found is not None:
         return found.status.value
     if attempt.timed_out:

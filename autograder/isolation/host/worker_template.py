@@ -40,7 +40,8 @@ _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 def start(isolation: str, hidden, log=None) -> "WorkerTemplate | None":
     """A grader slot's template for workers at level `isolation` (a name, as on the command line)
     with `hidden` kept from them, installed for this process; None where that level cannot run here
-    (each grade then says why). `log`: where it says that it is ready, restarted or given up (stderr)."""
+    (each grade then says why). `log`: a file (it has a descriptor: the template process writes to it
+    too) where it says that it is ready, restarted or given up; stderr by default."""
     if os.environ.get(DISABLE_VAR):
         print(f"worker template not used: {DISABLE_VAR} is set; workers are started directly", file=sys.stderr)
         return None
@@ -78,13 +79,20 @@ class WorkerTemplate:
         lifeline_r, self._lifeline = os.pipe()
         self.token = secrets.token_hex(16)
         env = SCRUBBED_ENV | {"HOME": str(self.folder), "TMPDIR": str(self.folder), TOKEN_VAR: self.token}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.folder), "--",
-             *prefix, script, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(theirs.fileno(), lifeline_r),
-            cwd=self.folder, env=env, start_new_session=True)
-        theirs.close()
-        os.close(lifeline_r)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", str(REAPER), str(lifeline_r), "--remove", str(self.folder), "--",
+                 *prefix, script, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(theirs.fileno(), lifeline_r),
+                cwd=self.folder, env=env, start_new_session=True)
+        except BaseException:  # nothing started: nothing of it is left behind
+            self._control.close()
+            os.close(self._lifeline)
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+            os.close(lifeline_r)
         self.ready = False
 
     def fits(self, isolation: Isolation, hidden) -> bool:
