@@ -131,13 +131,13 @@ def test_slots_started_ahead_grade_the_gradebooks_pass_and_end_with_it(tmp_path,
     course, store, students = gradebook_class(tmp_path, "first", "second", "third")
     args = Namespace(force=False, jobs=2, isolation="process")
     options = gradebook.isolated_options(args, course)
-    other = slot.SlotsAhead(options, 1, command=STAND_IN_SLOT)
+    other = slot.Slots(options, STAND_IN_SLOT, started=1)
     with pytest.raises(ValueError, match="other options"):
         slot.grade_in_slots([], tmp_path, replace(options, after_due_date=False), RUBRIC, "process", lambda: 90, 2,
                             print, command=STAND_IN_SLOT, ahead=other)
     other.close()
     for cold in (True, False):
-        ahead = slot.SlotsAhead(options, 2, command=STAND_IN_SLOT)
+        ahead = slot.Slots(options, STAND_IN_SLOT, started=2)
         monkeypatch.setattr(slot, "Slot", None)  # no slot may be started past this point
         gradebook.grade_all(students, course, store, args, RUBRIC, command=STAND_IN_SLOT, ahead=ahead)
         monkeypatch.undo()

@@ -227,13 +227,13 @@ def start_slots_ahead(course: Path, assignment: str, store: Path, args, rubric):
     """Grader slots started before nbgrader's database is read (seconds of importing nbgrader),
     when a notebook submitted on disk has no cached isolated grade; None for a pass from the cache."""
     from autograder.intake import notebook
-    from autograder.runners.slot import SlotsAhead
+    from autograder.runners.slot import Slots
 
     options = isolated_options(args, course)
     names = args.student or sorted(p.name for p in (course / "submitted").glob("*") if p.is_dir())
     notebooks = [course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb" for name in names]
     if args.force or any(p.is_file() and not cached_grade(store, p, options, rubric).is_file() for p in notebooks):
-        return SlotsAhead(options, args.jobs)
+        return Slots(options, started=max(1, args.jobs))
     return None
 
 
@@ -321,6 +321,11 @@ def released_cells(gb, course: Path, assignment: str):
                                     frozenset(tagged & set(sources) - graded))
 
 
+def rerun_hidden(rubric, course: Path) -> list:
+    """What a rerun's worker must not read: the hidden tests, the reference and the course folder."""
+    return [*rubric.hidden, rubric.source, course]
+
+
 class RerunTemplate:
     """The worker template every rerun of the evidence forks its worker from (as a grader slot's
     workers are forked): a fork instead of a new Python importing torch, seconds a notebook. Its own
@@ -329,9 +334,8 @@ class RerunTemplate:
     def __init__(self, args, rubric, course: Path):
         from autograder.isolation.host import worker_template
 
-        self.hidden = [*rubric.hidden, rubric.source, course]
         self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
-        self._template = worker_template.start(args.isolation, self.hidden, log=self._log)
+        self._template = worker_template.start(args.isolation, rerun_hidden(rubric, course), log=self._log)
 
     def stop(self) -> None:
         from autograder.isolation.host import worker_template
@@ -355,7 +359,7 @@ def gather_evidence(students: list, released, course: Path, store: Path, args, r
     from autograder.testing.backends import WorkerBackend
 
     isolation = resolve(args.isolation)
-    hidden = [*rubric.hidden, rubric.source, course]  # as RerunTemplate hides them: its workers fit
+    hidden = rerun_hidden(rubric, course)  # as RerunTemplate hides them: its workers fit
     fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))
                    + repr(sorted(released.lesson_only))).encode()
     checked = [s for s in students if not s.error and s.notebook is not None]

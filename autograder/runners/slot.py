@@ -241,27 +241,33 @@ def grade_in_child(sub: Submission, target: Path, options: GradeOptions, rubric,
         shutil.rmtree(logs, ignore_errors=True)
 
 
-class SlotsAhead:
-    """Grader slots started before their submissions are known: a runner with other work to do first
-    (the gradebook reads nbgrader's database, seconds) lets them import torch and start their worker
-    templates meanwhile. grade_in_slots takes them over; `close` ends them where it was not called."""
+class Slots:
+    """A runner's grader slots: their logs' folder, the event any of them sets when it says something,
+    and the slots by index (None until started). Started ahead (`started`: how many), they import
+    torch and start their worker templates while a runner with other work to do first (the gradebook
+    reads nbgrader's database, seconds) does it; grade_in_slots takes them over."""
 
-    def __init__(self, options: GradeOptions, jobs: int, command=SLOT_COMMAND):
+    def __init__(self, options: GradeOptions, command=SLOT_COMMAND, started: int = 0):
         self.options, self.command = options, tuple(command)
         self.logs = Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
         self.news = threading.Event()  # shared by the slots: any of them may be the next one done
-        self.slots = [Slot([*command], options, self.logs / f"slot-{i}.log", self.news) for i in range(max(1, jobs))]
+        self.slots: list[Slot | None] = [self.start(i) for i in range(started)]
+
+    def start(self, i: int) -> Slot:
+        return Slot([*self.command], self.options, self.logs / f"slot-{i}.log", self.news)
 
     def close(self) -> None:
-        for slot in self.slots:  # every slot told first, so that they wind down together
+        """Every slot stopped (a busy one killed), its log removed; safe to call twice."""
+        started = [slot for slot in self.slots if slot is not None]
+        for slot in started:  # every slot told first, so that they wind down together
             slot.kill() if slot.busy else slot.release()
-        for slot in self.slots:
+        for slot in started:
             slot.close()
         shutil.rmtree(self.logs, ignore_errors=True)
 
 
 def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolation: str, maximum: Maximum, jobs: int,
-                   finished, running=lambda count: None, command=SLOT_COMMAND, ahead: SlotsAhead | None = None) -> None:
+                   finished, running=lambda count: None, command=SLOT_COMMAND, ahead: Slots | None = None) -> None:
     """`todo` (Submissions) graded by `jobs` slots on this machine, each into OUT/<name>.json; a slot
     that is killed or dies is replaced. `finished(sub, status)` is called as each one ends (its results
     file written), `running(count)` as the slots are looked at. `ahead`: slots started for these
@@ -270,20 +276,20 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
     by_name = {sub.name: sub for sub in todo}
     if ahead is not None and (ahead.options, ahead.command) != (options, tuple(command)):
         raise ValueError("slots started ahead for other options or another command")
-    logs = ahead.logs if ahead else Path(tempfile.mkdtemp(prefix="mhsa-slots-"))
-    slots: list[Slot | None] = list(ahead.slots) if ahead else [None] * max(1, min(jobs, len(todo)))
-    news = ahead.news if ahead else threading.Event()  # shared by the slots: any of them may be the next one done
+    group = ahead or Slots(options, command)
+    slots = group.slots
+    slots += [None] * (max(1, min(jobs, len(todo))) - len(slots))
     try:
         while todo or any(s is not None and s.busy for s in slots):
             for i, slot in enumerate(slots):
                 if todo and (slot is None or not slot.alive) and (slot is None or not slot.busy):
-                    slot = slots[i] = Slot([*command], options, logs / f"slot-{i}.log", news)
+                    slot = slots[i] = group.start(i)
                 if todo and not slot.busy:
                     sub = todo.pop(0)
                     slot.send(sub.name, sub.path, out / f"{sub.name}.json", rubric)
                 elif not todo and slot is not None and not slot.busy:
                     slot.release()  # nothing left for it: it winds down while the others finish
-            wait_for_news(news)
+            wait_for_news(group.news)
             running(sum(s is not None and s.busy for s in slots))
             for slot in slots:
                 attempt = slot.check(kill_after(rubric)) if slot is not None and slot.busy else None
@@ -291,13 +297,7 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
                     status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, maximum)
                     finished(by_name[attempt.name], status)
     finally:
-        for slot in slots:  # every slot told first, so that they wind down together
-            if slot is not None:
-                slot.kill() if slot.busy else slot.release()
-        for slot in slots:
-            if slot is not None:
-                slot.close()
-        shutil.rmtree(logs, ignore_errors=True)
+        group.close()
 
 
 def settle(attempt: Attempt, target: Path, rubric, isolation: str, maximum: Maximum) -> str:
