@@ -148,31 +148,45 @@ def checkout_path(checkout: Path) -> re.Pattern:
     return re.compile(re.escape(str(checkout)) + guard + r"(?![\w.-])")
 
 
-# A process id in a path of /proc that a message quotes (a process-level worker refused
-# /proc/<its pid>/cwd): which number the system gave the worker is not what the grader decided.
-PROC_PID = re.compile(r"(?<=/proc/)\d+(?=/)")
+# A process or thread id in a path of /proc that a message quotes (a process-level worker refused
+# /proc/<its pid>/cwd, /proc/<pid>/task/<tid>/mounts): which number the system gave the worker is not
+# what the grader decided.
+PROC_PID = re.compile(r"(?<=/proc/)(?:\d+|<pid>)(/task/\d+)?(?=/)")  # <pid>: an older digest
+
+# The random part of a temporary folder's name (tempfile: 8 of [a-z0-9_]) that a text quotes: the
+# worker template's folder and its workers' at the process level, this script's own scratch. Which
+# name was drawn is not what the grader decided.
+TEMPORARY_NAME = re.compile(r"\b(mhsa-(?:template|worker|same-grades|same-grades-nb)-)[a-z0-9_]{8}(?![\w.-])")
 
 
 def normalize(results: dict, checkout: Path) -> dict:
     """results.json less what varies between two grades of the same file: `execution_time` (the
-    grade's wall time, which the machine's load decides) and, in texts, the checkout's path
-    (checkout_path) and process ids in /proc paths (PROC_PID). Everything else (score, status,
-    maxima, every row's name, score, status and output, parts, diagnoses, notes, holds, the printed
-    output, the isolation level) is kept. No random temporary name reaches a results file: the
-    worker's folder is /tmp/.autograder-worker inside its sandbox, and a grade of the corpora quotes
-    no other."""
+    grade's wall time, which the machine's load decides); the grader's own checksum
+    (`extra_data.graded_with.grader`: it names the grader's files, so that another grader regrades a
+    kept grade, and two graders compared always differ there); and, in texts, the checkout's path
+    (checkout_path), process and thread ids in /proc paths (PROC_PID) and the random part of a
+    temporary folder's name (TEMPORARY_NAME). Everything else (score,
+    status, maxima, every row's name, score, status and output, parts, diagnoses, notes, holds, the
+    printed output, the isolation level, the rest of `graded_with`) is kept. Applying it twice changes
+    nothing, so `compare` applies it again to digests recorded before a rule was added."""
     data = json.loads(json.dumps(results))  # a deep copy
     data.pop("execution_time", None)
-    return _texts(data, checkout_path(checkout))
+    graded_with = data.get("extra_data", {}).get("graded_with")
+    if isinstance(graded_with, dict):
+        graded_with.pop("grader", None)
+    rules = [(checkout_path(checkout), CHECKOUT_MARK), (PROC_PID, lambda found: "<pid>/task/<tid>" if found[1] else "<pid>"), (TEMPORARY_NAME, r"\1<random>")]
+    return _texts(data, rules)
 
 
-def _texts(value, pattern: re.Pattern):
+def _texts(value, rules):
     if isinstance(value, str):
-        return PROC_PID.sub("<pid>", pattern.sub(CHECKOUT_MARK, value))
+        for pattern, replacement in rules:
+            value = pattern.sub(replacement, value)
+        return value
     if isinstance(value, list):
-        return [_texts(v, pattern) for v in value]
+        return [_texts(v, rules) for v in value]
     if isinstance(value, dict):
-        return {k: _texts(v, pattern) for k, v in value.items()}
+        return {k: _texts(v, rules) for k, v in value.items()}
     return value
 
 
@@ -359,7 +373,7 @@ def compare(a: dict, b: dict, out=sys.stdout) -> int:
             counts["input changed"] += 1
             print(f"{key}: not comparable: the file or its options differ ({x['options']} / {y['options']})", file=out)
             continue
-        lines = differences(x["results"], y["results"])
+        lines = differences(normalize(x["results"], a["checkout"]), normalize(y["results"], b["checkout"]))
         why = raced(key, lines) if lines else ""
         counts["identical" if not lines else "raced text only" if why else "different"] += 1
         if lines:

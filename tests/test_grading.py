@@ -34,6 +34,28 @@ def test_the_same_submission_gets_the_same_results_twice():
     assert without_timing(first) == without_timing(second)
 
 
+def test_a_grades_pytest_run_loads_the_plugins_it_names_and_no_other_installed_one():
+    """pytest-xdist is installed here (the dev extra), as Jupyter's anyio is on an instructor's machine:
+    neither joins a grade. hypothesis's own plugin does: it keys a parametrized test's examples."""
+    from importlib.metadata import entry_points
+
+    installed = {entry.value for entry in entry_points(group="pytest11")}
+    assert {"xdist.plugin", grading.HYPOTHESIS_PYTEST_PLUGIN} <= installed, "else this test could not fail"
+
+    class Plugins(grading.ResultCollector):
+        def pytest_configure(self, config):
+            self.manager = config.pluginmanager
+            self.loaded = {name for name, _ in config.pluginmanager.list_name_plugin()}
+
+    plugins = Plugins()
+    grading.run_pytest(paths.REFERENCE, ("public",), plugins,
+                       nodeids=("tests_public/test_masks.py::test_to_additive_mask_of_none_is_none",))
+    assert [t.passed for t in plugins.results.values()] == [True]
+    assert plugins.manager.list_plugin_distinfo() == [], "nothing loaded from an entry point"
+    assert grading.HYPOTHESIS_PYTEST_PLUGIN in plugins.loaded
+    assert not plugins.manager.has_plugin("xdist") and not any("xdist" in name for name in plugins.loaded)
+
+
 def test_student_code_runs_in_another_process_and_leaves_this_one_alone(tmp_path):
     submission = tmp_path / "mhsa.py"
     submission.write_text(paths.REFERENCE.read_text() + (

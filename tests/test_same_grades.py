@@ -5,6 +5,7 @@ exactly as a fresh `grade` does."""
 import copy
 import importlib.util
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ RESULTS = {
         "parts": {"masks": {"score": 10.0, "max_score": 15.0, "graded": True, "notes": [],
                             "diagnosis": "the mask is transposed"}},
         "adjustments": [], "forbidden": [], "notes": [], "flags": [], "printed_output": "hello",
+        "graded_with": {"grader": "068a1fabeae1f625", "rubric": "5d41402abc4b2a76", "submission": "b1946ac92492d234"},
         "held": {"reasons": ["imports ctypes"], "parts": ["masks"], "withheld": True, "released_score": 85.0,
                  "confirmed_score": 75.0, "decision": None},
     },
@@ -41,7 +43,7 @@ RESULTS = {
 
 
 def digest(results, source=b"x = 1\n", options=("--suite", "all")) -> dict:
-    return {"route": "grade", "commit": "c", "corpora": ["mutants"], "files": {
+    return {"route": "grade", "commit": "c", "checkout": str(CHECKOUT), "corpora": ["mutants"], "files": {
         "mutants/one": {"source_sha256": same.hashlib.sha256(source).hexdigest(), "options": list(options),
                         "results": same.normalize(results, CHECKOUT)}}}
 
@@ -54,7 +56,7 @@ def compared(a, b) -> tuple:
 CHECKOUT = Path("/tmp/before-25")
 
 
-def test_the_normalizer_removes_only_the_time_the_checkouts_path_and_pids():
+def test_the_normalizer_removes_only_the_time_the_graders_checksum_the_checkouts_path_and_pids():
     results = copy.deepcopy(RESULTS)
     quoted = ["cheat: no hidden tests at /tmp/before-25: the grader does not allow access to "
               "/tmp/before-25/tests_hidden",
@@ -68,8 +70,52 @@ def test_the_normalizer_removes_only_the_time_the_checkouts_path_and_pids():
         "cheat: no hidden tests at <checkout>: the grader does not allow access to <checkout>/tests_hidden",
         *quoted[1:3], "importing your mhsa.py raised PermissionError: [Errno 13] Permission denied: '/proc/<pid>/cwd'"]
     results.pop("execution_time")
+    results["extra_data"]["graded_with"].pop("grader")
     results["extra_data"]["notes"] = normalized["extra_data"]["notes"]
     assert normalized == results, "the normalizer changed something a grade decides"
+
+
+def test_the_graders_own_checksum_and_a_temporary_folders_random_name_are_not_what_it_decided():
+    """Two graders always differ in the checksum of their own files; which name tempfile drew for the
+    worker template's folder, and which thread id a worker's thread got, are the machine's. The rest
+    of graded_with, and any other path, stay."""
+    results = copy.deepcopy(RESULTS)
+    results["extra_data"]["printed_output"] = (
+        "/tmp/mhsa-template-5pjsdtwi/mhsa-worker-dt0bl8v9/mhsa.py:173: FutureWarning\n"
+        "cheat: could not forge /tmp/mhsa-same-grades-hlu11ugo/results/results.json\n"
+        "cheat: mount table refused (/proc/5590/task/8217/mounts: Permission denied)\n"
+        "cheat: /tmp/other and /tmp/mhsa-template-x stay")
+    normalized = same.normalize(results, CHECKOUT)
+    assert normalized["extra_data"]["graded_with"] == {"rubric": "5d41402abc4b2a76", "submission": "b1946ac92492d234"}
+    assert normalized["extra_data"]["printed_output"] == (
+        "/tmp/mhsa-template-<random>/mhsa-worker-<random>/mhsa.py:173: FutureWarning\n"
+        "cheat: could not forge /tmp/mhsa-same-grades-<random>/results/results.json\n"
+        "cheat: mount table refused (/proc/<pid>/task/<tid>/mounts: Permission denied)\n"
+        "cheat: /tmp/other and /tmp/mhsa-template-x stay")
+    elsewhere = copy.deepcopy(results)
+    elsewhere["extra_data"]["graded_with"]["grader"] = "bfa6e4fe87396b63"
+    elsewhere["extra_data"]["printed_output"] = (
+        "/tmp/mhsa-template-b08bt8h4/mhsa-worker-e2v595yo/mhsa.py:173: FutureWarning\n"
+        "cheat: could not forge /tmp/mhsa-same-grades-_idactnd/results/results.json\n"
+        "cheat: mount table refused (/proc/9594/task/9594/mounts: Permission denied)\n"
+        "cheat: /tmp/other and /tmp/mhsa-template-x stay")
+    assert same.normalize(elsewhere, CHECKOUT) == normalized
+    assert same.normalize(normalized, CHECKOUT) == normalized, "applying it twice changes nothing"
+    for decided in ({"rubric": "another"}, {"submission": "another"}):
+        changed = copy.deepcopy(results)
+        changed["extra_data"]["graded_with"].update(decided)
+        assert same.normalize(changed, CHECKOUT) != normalized
+
+
+def test_a_digest_recorded_before_a_rule_was_added_is_compared_under_it():
+    """compare normalizes both sides again: an older digest kept the grader's checksum."""
+    before, after = copy.deepcopy(RESULTS), copy.deepcopy(RESULTS)
+    after["extra_data"]["graded_with"]["grader"] = "bfa6e4fe87396b63"
+    old = digest(before)
+    old["files"]["mutants/one"]["results"] = json.loads(json.dumps(before))  # as an older normalizer left it
+    old["files"]["mutants/one"]["results"].pop("execution_time")
+    code, text = compared(old, digest(after))
+    assert code == 0 and "1 identical, 0 different" in text
 
 
 def test_the_environment_inside_a_checkout_keeps_its_path(monkeypatch):

@@ -434,6 +434,10 @@ class _Collector(ResultCollector):
             self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
 
 
+# The module hypothesis's distribution registers as its pytest plugin (entry point `hypothesispytest`).
+HYPOTHESIS_PYTEST_PLUGIN = "_hypothesis_pytestplugin"
+
+
 def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
     failures in `plugin.errors`); GradingError when the suites themselves cannot run. `stopped()`:
@@ -445,10 +449,15 @@ def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) 
     # the source of every frame of it, seconds for a buggy submission; the grade reads the failure
     # from the report's user properties), and unraisableexception, which turns stray __del__ errors
     # into warnings and runs gc.collect five times at the end of the session. Collection errors keep
-    # their full text either way.
+    # their full text either way. The plugins are the ones named, not every one installed: pytest
+    # would otherwise read every package's metadata on each run, import the other plugins an
+    # instructor's environment holds (xdist, anyio through Jupyter) and assertion-rewrite each of
+    # their modules, hypothesis's whole package included, from source when bytecode is not cached.
+    # hypothesis's own plugin stays: it keys a parametrized test's examples by its node id.
     where = [str(paths.REPO / nodeid) for nodeid in nodeids] or [str(paths.SUITE_DIRS[s]) for s in suites]
     args = [*where, "--impl", str(source),
             "-q", "--tb=no", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+            "--disable-plugin-autoload", "-p", HYPOTHESIS_PYTEST_PLUGIN,
             "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT)]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
