@@ -153,10 +153,15 @@ def checkout_path(checkout: Path) -> re.Pattern:
 # what the grader decided.
 PROC_PID = re.compile(r"(?<=/proc/)(?:\d+|<pid>)(/task/\d+)?(?=/)")  # <pid>: an older digest
 
+
+def _proc_ids(found: re.Match) -> str:
+    return "<pid>/task/<tid>" if found[1] else "<pid>"
+
+
 # The random part of a temporary folder's name (tempfile: 8 of [a-z0-9_]) that a text quotes: the
 # worker template's folder and its workers' at the process level, this script's own scratch. Which
 # name was drawn is not what the grader decided.
-TEMPORARY_NAME = re.compile(r"\b(mhsa-(?:template|worker|same-grades|same-grades-nb)-)[a-z0-9_]{8}(?![\w.-])")
+TEMPORARY_NAME = re.compile(r"\b(mhsa-(?:template|worker|same-grades(?:-nb)?)-)[a-z0-9_]{8}(?![\w.-])")
 
 
 def normalize(results: dict, checkout: Path) -> dict:
@@ -165,17 +170,17 @@ def normalize(results: dict, checkout: Path) -> dict:
     (`extra_data.graded_with.grader`: it names the grader's files, so that another grader regrades a
     kept grade, and two graders compared always differ there); and, in texts, the checkout's path
     (checkout_path), process and thread ids in /proc paths (PROC_PID) and the random part of a
-    temporary folder's name (TEMPORARY_NAME). Everything else (score,
-    status, maxima, every row's name, score, status and output, parts, diagnoses, notes, holds, the
-    printed output, the isolation level, the rest of `graded_with`) is kept. Applying it twice changes
-    nothing, so `compare` applies it again to digests recorded before a rule was added."""
+    temporary folder's name (TEMPORARY_NAME). Everything else (score, status, maxima, every row's
+    name, score, status and output, parts, diagnoses, notes, holds, the printed output, the isolation
+    level, the rest of `graded_with`) is kept. Applying it twice changes nothing, so `compare`
+    applies it again to digests recorded before a rule was added."""
     data = json.loads(json.dumps(results))  # a deep copy
     data.pop("execution_time", None)
     graded_with = data.get("extra_data", {}).get("graded_with")
     if isinstance(graded_with, dict):
         graded_with.pop("grader", None)
-    rules = [(checkout_path(checkout), CHECKOUT_MARK), (PROC_PID, lambda found: "<pid>/task/<tid>" if found[1] else "<pid>"), (TEMPORARY_NAME, r"\1<random>")]
-    return _texts(data, rules)
+    return _texts(data, [(checkout_path(checkout), CHECKOUT_MARK), (PROC_PID, _proc_ids),
+                         (TEMPORARY_NAME, r"\1<random>")])
 
 
 def _texts(value, rules):
