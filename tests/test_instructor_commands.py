@@ -30,10 +30,26 @@ def one_line(result) -> str:
 
 
 def without(tmp_path, module: str) -> dict:
-    """The environment of a Python in which `import MODULE` fails as it does where it is not installed."""
+    """The environment of a Python in which MODULE is not installed: not found, and `import MODULE`
+    fails as it does where it is missing."""
+    site = tmp_path / "site"
+    site.mkdir(parents=True)
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "from importlib.machinery import PathFinder\n\n\n"
+        "class Without(PathFinder):\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        f"        return None if name.split('.')[0] == {module!r} else super().find_spec(name, path, target)\n\n\n"
+        "sys.meta_path[sys.meta_path.index(PathFinder)] = Without\n")
+    return {"PYTHONPATH": str(site)}
+
+
+def unloadable(tmp_path, module: str) -> dict:
+    """The environment of a Python in which MODULE is installed but cannot load what it needs."""
     shim = tmp_path / "shim" / module
     shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text(f"raise ModuleNotFoundError(\"No module named '{module}'\", name={module!r})\n")
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'needed'\", name='needed')\n")
     return {"PYTHONPATH": str(shim.parent)}
 
 
@@ -52,6 +68,25 @@ def test_a_command_without_its_extra_says_in_one_line_which_to_install(command, 
         assert line.startswith(f"{command} needs the {extra} extra ") and f"No module named '{module}'" in line, line
         assert f"make setup-{extra}" in line and f"python3 setup_venv.py --extras {extra}" in line, line
     assert not (tmp_path / "bundle.zip").exists()
+
+
+def test_the_extra_is_found_before_a_command_not_imported():
+    """Importing nbgrader takes seconds: the gradebook imports it in its own time, while its grader
+    slots start and grade, not before it begins."""
+    check = ("import sys; from autograder import cli; assert cli.missing_extra('gradebook') is None; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'nbformat', 'torch')))")
+    result = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            env=fresh_machine.ENV)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_a_module_of_the_extra_that_cannot_load_what_it_needs_gets_the_same_line(tmp_path):
+    """Before a command only the extra's modules are found (importing nbgrader takes seconds the
+    gradebook spends starting its slots); one found that does not import is named where it is met."""
+    result = autograder(["gradebook", "--course", tmp_path / "course"], REPO, **unloadable(tmp_path, "nbgrader"))
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith("gradebook needs the course extra ") and "No module named 'needed'" in line, line
 
 
 def test_each_extra_a_command_needs_is_declared_and_installed_as_the_readme_says():

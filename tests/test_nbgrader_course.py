@@ -337,3 +337,24 @@ def test_a_batch_gives_a_collected_notebook_the_gradebooks_score_and_maximum(cou
         assert (batch["score"], batch["extra_data"]["max_score"]) == \
             (isolated["score"], isolated["extra_data"]["max_score"]), student
         assert batch["extra_data"]["parts"]["knowledge"]["graded"], "collected work: the knowledge check is scored"
+
+
+def test_the_pass_grades_each_notebook_nbgrader_graded_and_no_other(course, tmp_path):
+    """The slots grade the notebooks on disk while nbgrader's database is read; the database decides:
+    a notebook submitted after autograde gets no isolated grade, and one whose autograde folder is
+    gone is graded all the same."""
+    (tmp_path / "autograder").symlink_to(REPO / "autograder")
+    root = tmp_path / "course"
+    shutil.copytree(course["root"], root)
+    shutil.copytree(root / "submitted" / FULL, root / "submitted" / "1099")  # submitted after autograde
+    shutil.rmtree(root / "autograded" / PARTIAL)  # autograde's folder gone, its grades kept in the database
+    report = run(["autograder", "gradebook", "--course", str(root), "--student", "1099", "--student", PARTIAL,
+                  "--csv", str(tmp_path / "report.csv")], REPO, check=False)
+    assert report.returncode == 4, report.stdout + report.stderr[-3000:]  # 1099 failed
+    with open(tmp_path / "report.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    assert rows["1099"]["status"] == "failed" and "not autograded" in rows["1099"]["error"]
+    assert not rows["1099"]["isolated"], rows["1099"]
+    with open(course["root"] / "report.csv") as f:
+        before = {row["student"]: row for row in csv.DictReader(f)}[PARTIAL]
+    assert rows[PARTIAL]["status"] == "ok" and rows[PARTIAL]["isolated"] == before["isolated"] != "", rows[PARTIAL]

@@ -2,6 +2,7 @@
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -49,8 +50,15 @@ def main(argv=None) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    with output_may_close():
-        return modules[args.command].run(args)
+    try:
+        with output_may_close():
+            return modules[args.command].run(args)
+    except ModuleNotFoundError as err:
+        missing = missing_extra(args.command, err)
+        if not missing:
+            raise
+        print(missing, file=sys.stderr)
+        return 2
 
 
 class ClosedOutputProof:
@@ -99,15 +107,17 @@ def output_may_close():
         sys.stdout = stream
 
 
-def missing_extra(command: str) -> str | None:
-    """The line that says which extra to install, when `command` needs one whose modules do not import."""
+def missing_extra(command: str, error: ModuleNotFoundError | None = None) -> str | None:
+    """The line that says which extra to install, when `command` needs one of which a module is not
+    installed, or, given the `error` the command met importing, one that does not load what it needs.
+    Before the command, modules are only found, not imported: importing nbgrader takes seconds that the
+    gradebook spends starting its grader slots; a module found that cannot load what it needs is caught
+    where the command imports it, with the same line (the extra brings the module and what it needs)."""
     extra, modules = NEEDS_EXTRA.get(command, (None, ()))
-    missing = []
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:  # the module itself, or one it needs: the extra brings both
-            missing.append(err.name or module)
+    if error is None:
+        missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    else:  # a module of the grader's own that does not import is a bug, not an extra to install
+        missing = [error.name] if extra and error.name and error.name.split(".")[0] != "autograder" else []
     if not missing:
         return None
     return (f"{command} needs the {extra} extra (make setup-{extra}, or python3 setup_venv.py --extras {extra}): "

@@ -107,26 +107,28 @@ def run(args) -> int:
 
 
 def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, rubric, ahead, reruns) -> int:
-    """The pass itself: nbgrader's scores read, the isolated grades and the evidence, the report."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(db_url) as gb:
-        try:
-            known = sorted(s.student.id for s in gb.find_assignment(assignment).submissions)
-        except MissingEntry:
-            print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
-                  "and autograde first")
-            return EXIT_FAILED
-        due = deadline_ahead(gb.find_assignment(assignment).duedate)
-        if due:
-            print(due, file=sys.stderr)
-        submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
-        students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
-        for student in students:
-            read_in_kernel(gb, course, assignment, student)
-        released = released_cells(gb, course, assignment)
-
-    grade_all(students, course, store, args, rubric, ahead=ahead)
+    """The pass itself: the isolated grades, nbgrader's scores read meanwhile, the evidence, the report."""
+    autograded = [Student(name, path) for name, path in autograded_notebooks(course, assignment, args).items()]
+    # The slots grade while another thread imports nbgrader and reads its database: seconds of one core
+    # that would otherwise delay the first grade, or leave a core idle while the slots start.
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        reading = reader.submit(read_gradebook, db_url, course, assignment, args)
+        grade_all(autograded, course, store, args, rubric, ahead=ahead)
+        read = reading.result()
+    if read is None:
+        print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
+              "and autograde first")
+        return EXIT_FAILED
+    students, released, due = read
+    if due:
+        print(due, file=sys.stderr)
+    graded = {student.name: student for student in autograded}
+    for student in students:
+        if not student.error and student.name in graded:  # nbgrader's reason for no grade comes first
+            own = graded[student.name]
+            student.results, student.error, student.notes = own.results, own.error, own.notes
+    # a notebook nbgrader's database says it autograded, where autograde's folder is gone
+    grade_all([s for s in students if not s.error and s.name not in graded], course, store, args, rubric)
     gather_evidence(students, released, course, store, args, rubric, reruns)
     accepted = read_accepted(store)
     for student in students:
@@ -150,6 +152,37 @@ def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, r
     if failed:
         print(f"no isolated grade (see the report): {', '.join(failed)}")
     return (EXIT_FLAGGED if flagged else 0) | (EXIT_FAILED if failed else 0)
+
+
+def read_gradebook(db_url: str, course: Path, assignment: str, args):
+    """nbgrader's side of the pass: (the students, each with the scores autograde gave in the kernel
+    (read_in_kernel), the cells nbgrader recorded (released_cells), what to say of the due date), or
+    None where the database has no such assignment."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            recorded = gb.find_assignment(assignment)
+        except MissingEntry:
+            return None
+        known = sorted(s.student.id for s in recorded.submissions)
+        submitted = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
+        students = [Student(name) for name in (args.student or sorted(set(known) | set(submitted)))]
+        for student in students:
+            read_in_kernel(gb, course, assignment, student)
+        return students, released_cells(gb, course, assignment), deadline_ahead(recorded.duedate)
+
+
+def autograded_notebooks(course: Path, assignment: str, args) -> dict:
+    """Student -> the notebook submitted on disk, for each student (of --student) whose folder nbgrader's
+    autograde made: the notebooks the pass grades, found before nbgrader's database is read (where
+    read_in_kernel finds them)."""
+    from autograder.intake import notebook
+
+    names = args.student or sorted(p.name for p in (course / "submitted").glob("*") if p.is_dir())
+    found = {name: course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb" for name in names
+             if (course / "autograded" / name / assignment).is_dir()}
+    return {name: path for name, path in found.items() if path.is_file()}
 
 
 def deadline_ahead(duedate, now: datetime | None = None) -> str:
@@ -224,15 +257,13 @@ def cached_grade(store: Path, notebook: Path, options, rubric) -> Path:
 
 
 def start_slots_ahead(course: Path, assignment: str, store: Path, args, rubric):
-    """Grader slots started before nbgrader's database is read (seconds of importing nbgrader),
-    when a notebook submitted on disk has no cached isolated grade; None for a pass from the cache."""
-    from autograder.intake import notebook
+    """Grader slots started before nbgrader is imported, when an autograded notebook has no cached
+    isolated grade; None for a pass from the cache."""
     from autograder.runners.slot import Slots
 
     options = isolated_options(args, course)
-    names = args.student or sorted(p.name for p in (course / "submitted").glob("*") if p.is_dir())
-    notebooks = [course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb" for name in names]
-    if args.force or any(p.is_file() and not cached_grade(store, p, options, rubric).is_file() for p in notebooks):
+    notebooks = autograded_notebooks(course, assignment, args).values()
+    if args.force or any(not cached_grade(store, p, options, rubric).is_file() for p in notebooks):
         return Slots(options, started=max(1, args.jobs))
     return None
 
