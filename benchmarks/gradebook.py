@@ -5,6 +5,7 @@ with --write; with an estimate for 300 notebooks.
     python benchmarks/gradebook.py                      # 12 notebooks, --jobs 2
     python benchmarks/gradebook.py --students 24 --jobs 4
     python benchmarks/gradebook.py --baseline /tmp/before   # an older checkout's cold pass too, side by side
+    python benchmarks/gradebook.py --baseline /tmp/before --rounds 3   # cold passes in turn, medians
 
 The notebooks are the simulated class of tests/test_nbgrader_course.py (full, partial, a syntax
 error, a helper cell, wrong answers, two tamperers, the untouched release...; the empty file left
@@ -17,6 +18,7 @@ import itertools
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +70,9 @@ def main() -> None:
     parser.add_argument("--class-size", type=int, default=300, help="the class the estimate is for")
     parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit (git worktree add DIR REV): "
                                                       "its cold pass runs first, on the same course")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="cold passes of each checkout, in turn (the medians count: on a shared machine one "
+                             "pass's wall time moves by more than a change may gain)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mhsa-nbgrader-bench-"))
     try:
@@ -81,10 +86,16 @@ def main() -> None:
         load = os.getloadavg()[0]
         autograde, autograde_cpu = timed(["nbgrader", "autograde", sim.A], root)
         gradebook = ["autograder", "gradebook", "--course", str(root), "--jobs", str(args.jobs)]
-        if args.baseline:
-            before, _ = timed(gradebook, args.baseline.resolve())
-            shutil.rmtree(root / "isolated")  # its cache: the pass below is cold too
-        cold, cold_cpu = timed(gradebook, REPO)
+        befores, colds = [], []
+        for _ in range(args.rounds):  # in turn, so that a change of load falls on both
+            if args.baseline:
+                befores.append(timed(gradebook, args.baseline.resolve())[0])
+                shutil.rmtree(root / "isolated")  # its cache: the pass below is cold too
+            colds.append(timed(gradebook, REPO))
+            if len(colds) < args.rounds:
+                shutil.rmtree(root / "isolated")
+        cold, cold_cpu = statistics.median(c[0] for c in colds), statistics.median(c[1] for c in colds)
+        before = statistics.median(befores) if befores else None
         warm, _ = timed(gradebook, REPO)
         write, _ = timed([*gradebook, "--write"], REPO)
     finally:
@@ -95,13 +106,15 @@ def main() -> None:
     print(f"notebooks: {n}, gradebook --jobs {args.jobs}")
     print(f"nbgrader autograde: {autograde:.0f} s wall ({autograde / n:.1f} s a notebook), "
           f"{autograde_cpu / n:.1f} CPU s a notebook")
+    runs = f", median of {args.rounds} ({', '.join(f'{c[0]:.1f}' for c in colds)} s)" if args.rounds > 1 else ""
     print(f"gradebook, cold (isolated grades): {cold:.0f} s wall ({cold / n:.1f} s a notebook), "
-          f"{cold_cpu / n:.1f} CPU s a notebook")
+          f"{cold_cpu / n:.1f} CPU s a notebook{runs}")
     # Wall time only: autograde's kernels are not among the processes whose CPU time os.times counts
     print(f"gradebook's isolated pass per notebook: x{cold / autograde:.2f} the wall time of `nbgrader autograde` "
           f"per notebook (target <= 0.5)")
     if args.baseline:
-        print(f"baseline {args.baseline}, cold: {before:.0f} s wall, x{before / autograde:.2f} the wall time of "
+        runs = f", median of {args.rounds} ({', '.join(f'{b:.1f}' for b in befores)} s)" if args.rounds > 1 else ""
+        print(f"baseline {args.baseline}, cold: {before:.0f} s wall{runs}, x{before / autograde:.2f} the wall time of "
               f"`nbgrader autograde`; now x{before / cold:.2f} as fast")
     print(f"gradebook, warm (cached): {warm:.1f} s; --write (cached): {write:.1f} s")
     size, parallel = args.class_size, min(args.jobs, cores)
