@@ -177,12 +177,17 @@ def autograded_notebooks(course: Path, assignment: str, args) -> dict:
     """Student -> the notebook submitted on disk, for each student (of --student) whose folder nbgrader's
     autograde made: the notebooks the pass grades, found before nbgrader's database is read (where
     read_in_kernel finds them)."""
-    from autograder.intake import notebook
-
     names = args.student or sorted(p.name for p in (course / "submitted").glob("*") if p.is_dir())
-    found = {name: course / "submitted" / name / assignment / f"{notebook.ASSIGNMENT}.ipynb" for name in names
+    found = {name: submitted_notebook(course, assignment, name) for name in names
              if (course / "autograded" / name / assignment).is_dir()}
     return {name: path for name, path in found.items() if path.is_file()}
+
+
+def submitted_notebook(course: Path, assignment: str, student: str) -> Path:
+    """Where nbgrader's collect puts a student's notebook of the assignment."""
+    from autograder.intake import notebook
+
+    return course / "submitted" / student / assignment / f"{notebook.ASSIGNMENT}.ipynb"
 
 
 def deadline_ahead(duedate, now: datetime | None = None) -> str:
@@ -205,8 +210,8 @@ def read_in_kernel(gb, course: Path, assignment: str, student: Student) -> None:
     from autograder.intake import notebook
     from autograder.intake.notebook import part_of_cell
 
-    folder = course / "submitted" / student.name / assignment
-    path = folder / f"{notebook.ASSIGNMENT}.ipynb"
+    path = submitted_notebook(course, assignment, student.name)
+    folder = path.parent
     try:
         cells = gb.find_submission_notebook(notebook.ASSIGNMENT, assignment, student.name).grades
     except MissingEntry:
