@@ -358,3 +358,31 @@ def test_the_pass_grades_each_notebook_nbgrader_graded_and_no_other(course, tmp_
     with open(course["root"] / "report.csv") as f:
         before = {row["student"]: row for row in csv.DictReader(f)}[PARTIAL]
     assert rows[PARTIAL]["status"] == "ok" and rows[PARTIAL]["isolated"] == before["isolated"] != "", rows[PARTIAL]
+
+
+def test_a_pass_from_the_cache_reports_the_same_without_torch_or_the_iri_grammars(course, tmp_path):
+    """Every grade and rerun cached (the fixture's passes): the report is the cold pass's, and the
+    gradebook's own process imports neither torch (only a rerun needs it) nor the IRI format checker
+    jsonschema would build at import (autograder/cli/__init__.py): seconds of one core each time an
+    instructor reads the report again."""
+    (tmp_path / "autograder").symlink_to(REPO / "autograder")
+    root = tmp_path / "course"
+    shutil.copytree(course["root"], root)
+    # the command as `python -m autograder` runs it, then the names of the modules its process loaded
+    command = ("import sys\nfrom autograder.cli import main\ncode = main(sys.argv[1:])\n"
+               "print('loaded:', *(name for name, module in sys.modules.items() if module is not None), file=sys.stderr)\n"
+               "raise SystemExit(code)")
+    again = subprocess.run([sys.executable, "-c", command, "gradebook", "--course", str(root), "--csv",
+                            str(tmp_path / "report.csv")], cwd=REPO, capture_output=True, text=True,
+                           env=fresh_machine.ENV, timeout=600)
+    assert again.returncode == course["report"].returncode, again.stdout + again.stderr[-3000:]
+    assert "grading" not in again.stderr
+    loaded = set(again.stderr.splitlines()[-1].split()[1:])
+    assert {"nbgrader.api", "jsonschema"} <= loaded  # what the pass needs, loaded by this very probe
+    assert not loaded & {"torch", "rfc3987_syntax"}, sorted(loaded & {"torch", "rfc3987_syntax"})
+
+    def rows(path):
+        with open(path) as f:
+            return {row["student"]: row for row in csv.DictReader(f)}
+
+    assert rows(tmp_path / "report.csv") == rows(course["root"] / "report.csv")

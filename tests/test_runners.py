@@ -123,6 +123,53 @@ def test_the_gradebook_grades_through_slots_with_the_batchs_limit_and_failures(t
     assert cached == [graded.results.data], "the cache holds the one grade, not the failures"
 
 
+def test_the_reruns_of_the_evidence_take_only_the_cores_the_grades_leave_free():
+    """A rerun waits while every slot grades, takes a core as a slot runs out of work, takes every core
+    once the grades are done, and none starts once the pass has stopped."""
+    import threading
+    import time
+
+    cores = gradebook.SpareCores(2)
+    ran, stopped = [], []
+    hold = {name: threading.Event() for name in ("first", "second", "third")}
+
+    def rerun(name):
+        try:
+            with cores.core():
+                ran.append(name)
+                hold[name].wait(timeout=60)
+        except gradebook.PassStopped:
+            stopped.append(name)
+
+    def soon(seen) -> bool:
+        """Whether `seen()` holds within 10 s."""
+        deadline = time.monotonic() + 10
+        while not seen() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return seen()
+
+    threads = {name: threading.Thread(target=rerun, args=(name,)) for name in hold}
+    try:
+        threads["first"].start()
+        time.sleep(0.5)
+        assert ran == [], "a rerun ran beside two slots grading"
+        cores.grading(1)
+        assert soon(lambda: ran == ["first"]), "a slot left with nothing to grade leaves its core to a rerun"
+        threads["second"].start()
+        time.sleep(0.5)
+        assert ran == ["first"], "a rerun ran beside the slot still grading and the other rerun"
+        cores.grading(0)
+        assert soon(lambda: ran == ["first", "second"]), "the grades done, every core is the reruns'"
+        threads["third"].start()
+        cores.stop()
+        assert soon(lambda: stopped == ["third"]) and ran == ["first", "second"]
+    finally:
+        for name, thread in threads.items():
+            hold[name].set()
+            if thread.is_alive():
+                thread.join(timeout=10)
+
+
 def test_slots_started_ahead_grade_the_gradebooks_pass_and_end_with_it(tmp_path, monkeypatch):
     """The gradebook starts its slots before reading nbgrader's database; those very slots grade, no
     other starts, and every one of them has exited when the pass is done, also when all was cached."""

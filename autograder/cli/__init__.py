@@ -30,9 +30,16 @@ NEEDS_EXTRA = {
     "report": ("report", ("copydetect", "yaml", "matplotlib")),
 }
 
+# jsonschema, which nbgrader imports through nbformat, builds 38 grammars at its import when this
+# module is installed (its optional IRI format checker; jupyter-events brings it): 1.4 s of one core,
+# more than the rest of nbgrader's import. No command checks a schema's "iri" format (nbformat
+# validates notebooks without a format checker), so the commands' process does without it.
+IRI_FORMAT_CHECKER = "rfc3987_syntax"
+
 
 def main(argv=None) -> int:
     paths.put_environment_first()  # the grader's children (nbgrader's alembic, jupyter) come from this environment
+    sys.modules.setdefault(IRI_FORMAT_CHECKER, None)  # an import of it fails, and jsonschema goes on without
     parser = argparse.ArgumentParser(prog="python -m autograder",
                                      description="Grade the multi-head self-attention assignment.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from autograder.core.errors import clean_name
 from autograder.intake import notebook
-from autograder.testing.calls import Call
 
 RERUNS = 2  # a passing kernel cell counts as evidence only when it fails in this many reruns
 
@@ -77,6 +76,10 @@ def rerun(path: Path, released: Released, backend_for, seed: int = 0) -> dict:
     from `seed`; `backend_for(program)`
     gives a backend for a program file (a worker, with the grade's isolation and limits). Raises
     errors.SubmissionError (or the worker's import failure) when the program cannot run."""
+    # imported here, not above: Call imports torch (a second of one core), which comparing the
+    # released cells does not need, nor a gradebook pass whose reruns are all cached
+    from autograder.testing.calls import Call
+
     program = path.with_name(f"{path.stem}-rerun{seed}.py")
     program.write_text(notebook.rerun_program(path, released.recorded, set(released.tests), path.name, seed,
                                                 released.lesson_only))

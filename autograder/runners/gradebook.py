@@ -25,10 +25,13 @@ import hashlib
 import io
 import json
 import os
+import queue
 import shutil
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -95,41 +98,53 @@ def run(args) -> int:
         return accept(args.accept, db_url, course, assignment)
     rubric = rubric_file.load()
     ahead = start_slots_ahead(course, assignment, store, args, rubric)
-    # a cold pass reruns notebooks too: their template starts now as well, ready when the grades end
-    reruns = RerunTemplate(args, rubric, course) if ahead is not None else None
+    reruns = RerunTemplate(args, rubric, course)  # started by the first rerun that needs it
     try:
         return graded_pass(args, course, assignment, store, db_url, rubric, ahead, reruns)
     finally:
         if ahead is not None:
             ahead.close()  # where they were not used (nothing to grade after all, or an error)
-        if reruns is not None:
-            reruns.stop()
+        reruns.stop()
 
 
-def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, rubric, ahead, reruns) -> int:
-    """The pass itself: the isolated grades, nbgrader's scores read meanwhile, the evidence, the report."""
+def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, rubric, ahead,
+                reruns: "RerunTemplate") -> int:
+    """The pass itself: the isolated grades, nbgrader's scores read meanwhile, the evidence gathered as
+    the grades end, the report."""
     autograded = [Student(name, path) for name, path in autograded_notebooks(course, assignment, args).items()]
+    graded, cores = queue.Queue(), SpareCores(max(1, args.jobs))
     # The slots grade while another thread imports nbgrader and reads its database: seconds of one core
-    # that would otherwise delay the first grade, or leave a core idle while the slots start.
-    with ThreadPoolExecutor(max_workers=1) as reader:
-        reading = reader.submit(read_gradebook, db_url, course, assignment, args)
-        grade_all(autograded, course, store, args, rubric, ahead=ahead)
-        read = reading.result()
+    # that would otherwise delay the first grade, or leave a core idle while the slots start. A third
+    # gathers each notebook's evidence once its grade has ended, on the cores the grades leave free.
+    with ThreadPoolExecutor(max_workers=2) as helpers:
+        reading = helpers.submit(read_gradebook, db_url, course, assignment, args)
+        gathering = helpers.submit(evidence_as_graded, reading, graded, course, store, args, rubric, reruns, cores)
+        try:
+            grade_all(autograded, course, store, args, rubric, ahead=ahead, graded=graded.put, running=cores.grading)
+            read = reading.result()
+            if read is not None:  # a notebook nbgrader's database says it autograded, where autograde's folder is gone
+                on_disk = {student.name for student in autograded}
+                grade_all([s for s in read[0] if not s.error and s.name not in on_disk], course, store, args, rubric,
+                          graded=graded.put, running=cores.grading)
+        except BaseException:
+            cores.stop()  # no rerun starts after an error or Ctrl-C
+            raise
+        finally:
+            cores.grading(0)  # every core is the evidence's now
+            graded.put(None)
+        gathering.result()
     if read is None:
         print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
               "and autograde first")
         return EXIT_FAILED
-    students, released, due = read
+    students, _, due = read
     if due:
         print(due, file=sys.stderr)
-    graded = {student.name: student for student in autograded}
+    own = {student.name: student for student in autograded}
     for student in students:
-        if not student.error and student.name in graded:  # nbgrader's reason for no grade comes first
-            own = graded[student.name]
-            student.results, student.error, student.notes = own.results, own.error, own.notes
-    # a notebook nbgrader's database says it autograded, where autograde's folder is gone
-    grade_all([s for s in students if not s.error and s.name not in graded], course, store, args, rubric)
-    gather_evidence(students, released, course, store, args, rubric, reruns)
+        if not student.error and student.name in own:  # nbgrader's reason for no grade comes first
+            mine = own[student.name]
+            student.results, student.error, student.notes, student.flags = mine.results, mine.error, mine.notes, mine.flags
     accepted = read_accepted(store)
     for student in students:
         student.accepted = student.notebook is not None and accepted.get(student.name) == checksum(student.notebook)
@@ -273,10 +288,12 @@ def start_slots_ahead(course: Path, assignment: str, store: Path, args, rubric):
     return None
 
 
-def grade_all(students: list, course: Path, store: Path, args, rubric, command=None, ahead=None) -> None:
+def grade_all(students: list, course: Path, store: Path, args, rubric, command=None, ahead=None,
+              graded=lambda student: None, running=lambda count: None) -> None:
     """Each student's isolated grade (student.results), from the cache or graded now; or why none
     (student.error). `command`: a stand-in for the grader slot, for tests; `ahead`: slots already
-    started for this pass (start_slots_ahead)."""
+    started for this pass (start_slots_ahead); `graded(student)` is called as each student's grade is
+    known (or why there is none), `running(count)` with the number of slots grading as it changes."""
     from autograder.intake import notebook
     from autograder.intake.submission import GradingError
     from autograder.isolation.host.levels import resolve
@@ -292,11 +309,14 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
             student.notes = notebook.extract(student.notebook).notes
         except GradingError as err:
             student.error = str(err)
+            graded(student)
             continue
         cached = cached_grade(store, student.notebook, options, rubric)
         student.results = None if args.force else results.load(cached, graded_only=True)
         if student.results is None:
             todo[student.name] = (student, cached)
+        else:
+            graded(student)
     if not todo:
         if ahead is not None:
             ahead.close()  # started for a notebook that turned out to have no grade to make
@@ -319,11 +339,12 @@ def grade_all(students: list, course: Path, store: Path, args, rubric, command=N
             outcome = f"failed: {student.error}"
         done.append(student)
         print(f"[{len(done)}/{len(todo)}] {student.name}: {outcome}", file=sys.stderr)
+        graded(student)
 
     try:
         grade_in_slots([Submission(name, student.notebook) for name, (student, _) in todo.items()], scratch, options,
                        rubric, resolve(options.isolation).level, partial(options.max_units, rubric), args.jobs,
-                       finished, command=command or SLOT_COMMAND, ahead=ahead)
+                       finished, running, command=command or SLOT_COMMAND, ahead=ahead)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -364,78 +385,146 @@ def rerun_hidden(rubric, course: Path) -> list:
 
 class RerunTemplate:
     """The worker template every rerun of the evidence forks its worker from (as a grader slot's
-    workers are forked): a fork instead of a new Python importing torch, seconds a notebook. Its own
-    lines (ready, restarted) are not for the instructor's terminal: the report is what they read."""
+    workers are forked): a fork instead of a new Python importing torch, seconds a notebook. Started by
+    the first rerun of the pass (`ready`), on a core the grades leave free: a pass whose reruns are
+    cached starts none. Its own lines (ready, restarted) are not for the instructor's terminal: the
+    report is what they read."""
 
     def __init__(self, args, rubric, course: Path):
+        self._isolation, self._hidden = args.isolation, rerun_hidden(rubric, course)
+        self._log = self._template = None
+        self._starting = threading.Lock()
+
+    def ready(self) -> None:
+        """Started, once: a rerun's worker forks from it as soon as it has imported torch."""
         from autograder.isolation.host import worker_template
 
-        self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
-        self._template = worker_template.start(args.isolation, rerun_hidden(rubric, course), log=self._log)
+        with self._starting:
+            if self._log is None:
+                self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
+                self._template = worker_template.start(self._isolation, self._hidden, log=self._log)
 
     def stop(self) -> None:
         from autograder.isolation.host import worker_template
 
-        if self._template is not None:
-            self._template.stop()
-            worker_template.install_template(None)
-            self._template = None
-        self._log.close()
+        with self._starting:
+            if self._template is not None:
+                self._template.stop()
+                worker_template.install_template(None)
+                self._template = None
+            if self._log is not None:
+                self._log.close()
 
 
-def gather_evidence(students: list, released, course: Path, store: Path, args, rubric,
-                    template: RerunTemplate | None = None) -> None:
-    """Each notebook's evidence of tampering (student.flags): its read-only and test cells against the
+class PassStopped(Exception):
+    """The pass ended in an error or was interrupted: no rerun starts any more."""
+
+
+class SpareCores:
+    """The cores of --jobs that the isolated grades leave free, for the reruns of the evidence. A rerun
+    waits for one: the reruns fill the cores that stand idle while the last grades finish, and never
+    run beside a grade (on two cores the grades then ran as much slower as the reruns took)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._grading = jobs  # slots grading: every core until grade_in_slots says otherwise
+        self._rerunning = 0
+        self._stopped = False
+        self._changed = threading.Condition()
+
+    def grading(self, count: int) -> None:
+        """`count` slots grade now (grade_in_slots' `running`); 0 when the grades are done."""
+        with self._changed:
+            self._grading = count
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    @contextmanager
+    def core(self):
+        """Held for one rerun; waits until a core is free. Raises PassStopped once stop() was called."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._stopped or self._grading + self._rerunning < self.jobs)
+            if self._stopped:
+                raise PassStopped
+            self._rerunning += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._rerunning -= 1
+                self._changed.notify_all()
+
+
+def evidence_as_graded(reading, graded: queue.Queue, course: Path, store: Path, args, rubric,
+                       template: RerunTemplate, cores: SpareCores) -> None:
+    """The evidence of each notebook whose isolated grade ends with a score (`graded`: the Students as
+    their grades end, then None), gathered once nbgrader's database is read (`reading`: the future of
+    read_gradebook), --jobs notebooks at a time, each rerun on a spare core. A student the database
+    says nbgrader did not grade gets none."""
+    read = reading.result()
+    in_kernel = {student.name: student for student in read[0] if not student.error} if read else {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        gathered = []
+        while (student := graded.get()) is not None:
+            if student.error or student.name not in in_kernel:
+                continue
+            student.kernel_cells = in_kernel[student.name].kernel_cells
+            gathered.append(pool.submit(gather_evidence, student, read[1], course, store, args, rubric, template,
+                                        cores))
+        for future in gathered:
+            future.result()
+
+
+def gather_evidence(student: Student, released, course: Path, store: Path, args, rubric, template: RerunTemplate,
+                    cores: SpareCores) -> None:
+    """A notebook's evidence of tampering (student.flags): its read-only and test cells against the
     released ones, and its test cells run again in the grader's worker, twice where the first rerun
     finds a cell that passed in the kernel and fails there (kernel_evidence). The reruns are cached
-    per notebook, released cells and grader files, as the isolated grades are. The reruns' workers
-    fork from `template`, or from one started here when a notebook needs a rerun."""
+    per notebook, released cells and grader files, as the isolated grades are; each holds a core of
+    `cores` and forks its worker from `template`."""
     from autograder.integrity import kernel_evidence
-    from autograder.isolation.host.levels import resolve
-    from autograder.testing.backends import WorkerBackend
 
-    isolation = resolve(args.isolation)
-    hidden = rerun_hidden(rubric, course)  # as RerunTemplate hides them: its workers fit
+    student.flags = kernel_evidence.changed_cells(student.notebook, released)
     fingerprint = (grader_checksum() + repr(sorted(released.recorded.items()))
                    + repr(sorted(released.lesson_only))).encode()
-    checked = [s for s in students if not s.error and s.notebook is not None]
-    cache_name = {s.name: f"{hashlib.sha256(fingerprint + s.notebook.read_bytes()).hexdigest()}.rerun.json"
-                  for s in checked}
-    reruns = {s.name: [] if args.force else list(results.read_record(store / "cache", cache_name[s.name])
-                                                      .get("reruns", []))
-              for s in checked}
+    cache_name = f"{hashlib.sha256(fingerprint + student.notebook.read_bytes()).hexdigest()}.rerun.json"
+    done = [] if args.force else list(results.read_record(store / "cache", cache_name).get("reruns", []))
+    ran = len(done)
 
-    def wanted(student) -> bool:
-        done = reruns[student.name]
+    def wanted() -> bool:
         return len(done) < kernel_evidence.RERUNS and (
             not done or bool(kernel_evidence.rerun_evidence(student.kernel_cells, done)))
 
-    backend_for = partial(WorkerBackend, isolation=isolation, limits=rubric.limits, hidden=hidden)
-
-    def find(student) -> None:
-        student.flags = kernel_evidence.changed_cells(student.notebook, released)
-        done = reruns[student.name]
-        with tempfile.TemporaryDirectory(prefix="mhsa-rerun-") as folder:
-            copy = Path(folder) / "mhsa.ipynb"
-            shutil.copyfile(student.notebook, copy)
-            while wanted(student):
+    with tempfile.TemporaryDirectory(prefix="mhsa-rerun-") as folder:
+        copy = Path(folder) / "mhsa.ipynb"
+        shutil.copyfile(student.notebook, copy)
+        while wanted():
+            with cores.core():
+                template.ready()
                 try:
-                    done.append(kernel_evidence.rerun(copy, released, backend_for, seed=len(done)))
+                    done.append(kernel_evidence.rerun(copy, released, partial(rerun_backend, args, rubric, course),
+                                                      seed=len(done)))
                 except Exception as err:  # noqa: BLE001 - no rerun is no evidence: the grade stands
                     student.notes.append(f"the notebook's test cells could not run again in the grader's worker "
                                          f"({type(err).__name__}: {str(err)[:200]}): no rerun evidence")
                     break
-        if done:
-            results.write_record(store / "cache", cache_name[student.name], {"reruns": done})
-        student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, done)
+    if len(done) > ran:
+        results.write_record(store / "cache", cache_name, {"reruns": done})
+    student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, done)
 
-    own = RerunTemplate(args, rubric, course) if template is None and any(map(wanted, checked)) else None
-    try:  # --jobs notebooks at a time, as their grades ran; each thread only waits for its worker
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(find, checked))
-    finally:
-        if own is not None:
-            own.stop()
+
+def rerun_backend(args, rubric, course: Path, program: Path):
+    """The worker a rerun runs `program` in: the grade's isolation and limits, the paths RerunTemplate
+    hides hidden (so that its worker forks from the template)."""
+    from autograder.isolation.host.levels import resolve
+    from autograder.testing.backends import WorkerBackend  # imports torch: only where a rerun runs
+
+    return WorkerBackend(program, isolation=resolve(args.isolation), limits=rubric.limits,
+                         hidden=rerun_hidden(rubric, course))
 
 
 def parts_to_write(policy: str, student: Student) -> set:

@@ -270,8 +270,9 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
                    finished, running=lambda count: None, command=SLOT_COMMAND, ahead: Slots | None = None) -> None:
     """`todo` (Submissions) graded by `jobs` slots on this machine, each into OUT/<name>.json; a slot
     that is killed or dies is replaced. `finished(sub, status)` is called as each one ends (its results
-    file written), `running(count)` as the slots are looked at. `ahead`: slots started for these
-    options and command beforehand, taken over (one with nothing to grade winds down at once)."""
+    file written), `running(count)` with the number of slots grading as they are looked at (0 once all
+    are done). `ahead`: slots started for these options and command beforehand, taken over (one with
+    nothing to grade winds down at once)."""
     todo = list(todo)
     by_name = {sub.name: sub for sub in todo}
     if ahead is not None and (ahead.options, ahead.command) != (options, tuple(command)):
@@ -296,6 +297,7 @@ def grade_in_slots(todo: list, out: Path, options: GradeOptions, rubric, isolati
                 if attempt is not None:
                     status = settle(attempt, out / f"{attempt.name}.json", rubric, isolation, maximum)
                     finished(by_name[attempt.name], status)
+        running(0)
     finally:
         group.close()
 
