@@ -10,7 +10,8 @@ with --write; with an estimate for 300 notebooks.
 The notebooks are the simulated class of tests/test_nbgrader_course.py (full, partial, a syntax
 error, a helper cell, wrong answers, two tamperers, the untouched release...; the empty file left
 out), repeated as needed, in a course folder built in a temporary directory. Prints the figures
-that docs/benchmarks/nbgrader.md records, with the machine they were measured on.
+that docs/benchmarks/nbgrader.md records, with the machine they were measured on, and the
+core-seconds the machine stood idle during each cold pass (how well a pass keeps the cores busy).
 """
 import argparse
 import importlib.util
@@ -36,15 +37,29 @@ def simulated_class():
     return module
 
 
+def idle_core_seconds() -> float | None:
+    """How long the machine's cores have stood idle since it started, summed over them (/proc/stat);
+    None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()[1:]
+    except OSError:
+        return None
+    return (int(fields[3]) + int(fields[4])) / os.sysconf("SC_CLK_TCK")  # idle and iowait
+
+
 def timed(args, cwd) -> tuple:
-    """(wall seconds, CPU seconds of the command and every process it waited for). On a shared
-    machine the wall time depends on the load; the CPU time much less."""
-    started, cpu = time.monotonic(), os.times()
+    """(wall seconds, CPU seconds of the command and every process it waited for, core-seconds the
+    machine stood idle meanwhile or None). On a shared machine the wall time depends on the load; the
+    CPU time much less. The idle core-seconds say how well a pass keeps the cores busy (what another
+    process runs meanwhile counts as busy)."""
+    started, cpu, idle = time.monotonic(), os.times(), idle_core_seconds()
     done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True)
     if done.returncode not in (0, 1):  # gradebook exits 1 when a notebook is flagged
         raise SystemExit(f"{args} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    now = os.times()
-    return time.monotonic() - started, now.children_user + now.children_system - cpu.children_user - cpu.children_system
+    now, idle_now = os.times(), idle_core_seconds()
+    return (time.monotonic() - started, now.children_user + now.children_system - cpu.children_user - cpu.children_system,
+            None if idle is None else idle_now - idle)
 
 
 def course_with_class(scratch: Path, run) -> tuple:
@@ -84,20 +99,20 @@ def main() -> None:
             target.write_bytes(content)
         n = args.students
         load = os.getloadavg()[0]
-        autograde, autograde_cpu = timed(["nbgrader", "autograde", sim.A], root)
+        autograde, autograde_cpu, _ = timed(["nbgrader", "autograde", sim.A], root)
         gradebook = ["autograder", "gradebook", "--course", str(root), "--jobs", str(args.jobs)]
         befores, colds = [], []
         for _ in range(args.rounds):  # in turn, so that a change of load falls on both
             if args.baseline:
-                befores.append(timed(gradebook, args.baseline.resolve())[0])
+                befores.append(timed(gradebook, args.baseline.resolve()))
                 shutil.rmtree(root / "isolated")  # its cache: the pass below is cold too
             colds.append(timed(gradebook, REPO))
             if len(colds) < args.rounds:
                 shutil.rmtree(root / "isolated")
         cold, cold_cpu = statistics.median(c[0] for c in colds), statistics.median(c[1] for c in colds)
-        before = statistics.median(befores) if befores else None
-        warm, _ = timed(gradebook, REPO)
-        write, _ = timed([*gradebook, "--write"], REPO)
+        before = statistics.median(b[0] for b in befores) if befores else None
+        warm = timed(gradebook, REPO)[0]
+        write = timed([*gradebook, "--write"], REPO)[0]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     cores = os.cpu_count()
@@ -113,9 +128,13 @@ def main() -> None:
     print(f"gradebook's isolated pass per notebook: x{cold / autograde:.2f} the wall time of `nbgrader autograde` "
           f"per notebook (target <= 0.5)")
     if args.baseline:
-        runs = f", median of {args.rounds} ({', '.join(f'{b:.1f}' for b in befores)} s)" if args.rounds > 1 else ""
+        runs = f", median of {args.rounds} ({', '.join(f'{b[0]:.1f}' for b in befores)} s)" if args.rounds > 1 else ""
         print(f"baseline {args.baseline}, cold: {before:.0f} s wall{runs}, x{before / autograde:.2f} the wall time of "
               f"`nbgrader autograde`; now x{before / cold:.2f} as fast")
+    if colds[0][2] is not None:
+        idle = ", ".join(f"{c[2]:.1f}" for c in colds)
+        idle_before = f"; baseline {', '.join(f'{b[2]:.1f}' for b in befores)}" if befores else ""
+        print(f"machine's idle core-seconds during each cold pass: {idle}{idle_before} (of {cores} cores)")
     print(f"gradebook, warm (cached): {warm:.1f} s; --write (cached): {write:.1f} s")
     size, parallel = args.class_size, min(args.jobs, cores)
     print(f"estimate for {size} notebooks, gradebook cold: {cold / n * size / 60:.0f} min at this run's pace; "

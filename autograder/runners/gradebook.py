@@ -120,19 +120,23 @@ def graded_pass(args, course: Path, assignment: str, store: Path, db_url: str, r
         reading = helpers.submit(read_gradebook, db_url, course, assignment, args)
         gathering = helpers.submit(evidence_as_graded, reading, graded, course, store, args, rubric, reruns, cores)
         try:
-            grade_all(autograded, course, store, args, rubric, ahead=ahead, graded=graded.put, running=cores.grading)
-            read = reading.result()
-            if read is not None:  # a notebook nbgrader's database says it autograded, where autograde's folder is gone
+            try:
+                grade_all(autograded, course, store, args, rubric, ahead=ahead, graded=graded.put,
+                          running=cores.grading)
+                read = reading.result()
                 on_disk = {student.name for student in autograded}
-                grade_all([s for s in read[0] if not s.error and s.name not in on_disk], course, store, args, rubric,
-                          graded=graded.put, running=cores.grading)
+                # a notebook nbgrader's database says it autograded, where autograde's folder is gone
+                left = [s for s in read[0] if not s.error and s.name not in on_disk] if read is not None else []
+                if left:
+                    cores.grading(max(1, args.jobs))  # its slots' cores, from the start: no rerun starts beside them
+                    grade_all(left, course, store, args, rubric, graded=graded.put, running=cores.grading)
+            finally:
+                graded.put(None)  # first: the evidence's thread must see the end, whatever happens next
+                cores.grading(0)  # every core is the evidence's now
+            gathering.result()
         except BaseException:
             cores.stop()  # no rerun starts after an error or Ctrl-C
             raise
-        finally:
-            cores.grading(0)  # every core is the evidence's now
-            graded.put(None)
-        gathering.result()
     if read is None:
         print(f"no assignment {assignment!r} in {course / 'gradebook.db'}: run nbgrader generate_assignment "
               "and autograde first")
