@@ -382,31 +382,32 @@ def released_cells(gb, course: Path, assignment: str):
                                     frozenset(tagged & set(sources) - graded))
 
 
-def rerun_hidden(rubric, course: Path) -> list:
-    """What a rerun's worker must not read: the hidden tests, the reference and the course folder."""
-    return [*rubric.hidden, rubric.source, course]
-
-
 class RerunTemplate:
-    """The worker template every rerun of the evidence forks its worker from (as a grader slot's
-    workers are forked): a fork instead of a new Python importing torch, seconds a notebook. Started by
-    the first rerun of the pass (`ready`), on a core the grades leave free: a pass whose reruns are
-    cached starts none. Its own lines (ready, restarted) are not for the instructor's terminal: the
-    report is what they read."""
+    """The workers the reruns of the evidence run in, each forked from one worker template (as a grader
+    slot's workers are): a fork instead of a new Python importing torch, seconds a notebook. The
+    template is started by the first rerun of the pass (`worker`), on a core the grades leave free: a
+    pass whose reruns are cached starts none. Its own lines (ready, restarted) are not for the
+    instructor's terminal: the report is what they read."""
 
     def __init__(self, args, rubric, course: Path):
-        self._isolation, self._hidden = args.isolation, rerun_hidden(rubric, course)
+        # what a rerun's worker must not read: the hidden tests, the reference and the course folder
+        self._isolation, self._hidden = args.isolation, [*rubric.hidden, rubric.source, course]
+        self._limits = rubric.limits
         self._log = self._template = None
         self._starting = threading.Lock()
 
-    def ready(self) -> None:
-        """Started, once: a rerun's worker forks from it as soon as it has imported torch."""
+    def worker(self, program: Path):
+        """A backend running `program` in a worker with the grade's isolation and limits, forked from
+        the template (started here, once) as soon as it has imported torch."""
         from autograder.isolation.host import worker_template
+        from autograder.isolation.host.levels import resolve
+        from autograder.testing.backends import WorkerBackend  # imports torch: only where a rerun runs
 
         with self._starting:
             if self._log is None:
                 self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
                 self._template = worker_template.start(self._isolation, self._hidden, log=self._log)
+        return WorkerBackend(program, isolation=resolve(self._isolation), limits=self._limits, hidden=self._hidden)
 
     def stop(self) -> None:
         from autograder.isolation.host import worker_template
@@ -508,10 +509,8 @@ def gather_evidence(student: Student, released, course: Path, store: Path, args,
         shutil.copyfile(student.notebook, copy)
         while wanted():
             with cores.core():
-                template.ready()
                 try:
-                    done.append(kernel_evidence.rerun(copy, released, partial(rerun_backend, args, rubric, course),
-                                                      seed=len(done)))
+                    done.append(kernel_evidence.rerun(copy, released, template.worker, seed=len(done)))
                 except Exception as err:  # noqa: BLE001 - no rerun is no evidence: the grade stands
                     student.notes.append(f"the notebook's test cells could not run again in the grader's worker "
                                          f"({type(err).__name__}: {str(err)[:200]}): no rerun evidence")
@@ -519,16 +518,6 @@ def gather_evidence(student: Student, released, course: Path, store: Path, args,
     if len(done) > ran:
         results.write_record(store / "cache", cache_name, {"reruns": done})
     student.flags += kernel_evidence.rerun_evidence(student.kernel_cells, done)
-
-
-def rerun_backend(args, rubric, course: Path, program: Path):
-    """The worker a rerun runs `program` in: the grade's isolation and limits, the paths RerunTemplate
-    hides hidden (so that its worker forks from the template)."""
-    from autograder.isolation.host.levels import resolve
-    from autograder.testing.backends import WorkerBackend  # imports torch: only where a rerun runs
-
-    return WorkerBackend(program, isolation=resolve(args.isolation), limits=rubric.limits,
-                         hidden=rerun_hidden(rubric, course))
 
 
 def parts_to_write(policy: str, student: Student) -> set:
