@@ -90,6 +90,7 @@ SLOW_TESTS = {
     "test_release.py::test_public_tests_run_inside_the_release_alone",
     "test_release.py::test_students_check_command_works_inside_the_release",
     "test_rubric.py::test_a_batchs_graders_use_the_batchs_rubric",
+    "test_shrinking.py::test_a_failure_charged_to_its_own_part_is_shrunk_too",
     "test_rubric.py::test_grade_with_a_custom_rubric_shows_what_that_rubric_says",
     "test_worker_template.py::test_a_slot_grades_the_reference_in_full_after_a_tamperer",
 }

@@ -73,21 +73,13 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    """One TestResult per test. When the whole-submission limit stops the grade (ctx.stop_early), the
-    tests that finished keep their results, the one in flight and every one not yet run fail with
-    the reason, and a note says so."""
+    """One TestResult per test. Each hypothesis test stops at its first failing example, unshrunk:
+    this run decides which tests pass, and shrink_failures shrinks the failures a student reads. When
+    the whole-submission limit stops the grade (ctx.stop_early), the tests that finished keep their
+    results, the one in flight and every one not yet run fail with the reason, and a note says so."""
     collector = _Collector(ctx.backend(grade.source), ctx)
-    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up))
-    zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
-    held = {part: list(reasons) for part, reasons in grade.held.items()}
-    for t in collector.results.values():
-        # a record the monitor could not vouch for is a person's question, not a zero
-        found = held if t.monitor_silent else zeroed
-        if t.forbidden and t.forbidden not in found.get(t.part, []):
-            found.setdefault(t.part, []).append(t.forbidden)
-    cells = _cell_lines(grade.source)  # tracebacks name the notebook cell, not the extracted program's line
-    tests = tuple(replace(t, summary=cells.tracebacks(t.summary), detail=cells.tracebacks(t.detail))
-                  for t in collector.results.values())
+    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), shrink=False)
+    tests = _rows(collector, grade)
     if ctx.time_up:
         not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up, stopped=True)
                    for nodeid, (part, suite) in collector.planned.items() if nodeid not in collector.started]
@@ -96,7 +88,27 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
         grade = replace(grade, notes=(*grade.notes, f"The whole-submission time limit was reached: {finished} of "
                                                     f"{len(tests)} tests had finished and keep their results; the "
                                                     "others failed with the reason"))
-    return replace(grade, tests=tests, forbidden=zeroed, held=held)
+    return _with_findings(grade, tests)
+
+
+def _rows(collector, grade: Grade) -> tuple:
+    """The collector's TestResults, their tracebacks naming the notebook cell rather than the
+    extracted program's line."""
+    cells = _cell_lines(grade.source)
+    return tuple(replace(t, summary=cells.tracebacks(t.summary), detail=cells.tracebacks(t.detail))
+                 for t in collector.results.values())
+
+
+def _with_findings(grade: Grade, tests) -> Grade:
+    """`grade` with `tests`, each forbidden API a test met added to its part's findings: zeroed, or
+    held for a person where the monitor could not vouch for the record."""
+    zeroed = {part: list(reasons) for part, reasons in grade.forbidden.items()}
+    held = {part: list(reasons) for part, reasons in grade.held.items()}
+    for t in tests:
+        found = held if t.monitor_silent else zeroed
+        if t.forbidden and t.forbidden not in found.get(t.part, []):
+            found.setdefault(t.part, []).append(t.forbidden)
+    return replace(grade, tests=tuple(tests), forbidden=zeroed, held=held)
 
 
 def judge_work(ctx: GradingContext, grade: Grade) -> Grade:
@@ -144,7 +156,8 @@ def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
         collector = _Collector(backend, ctx)
         backend.stand_ins = rerun.source
         try:
-            run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), nodeids=rerun.nodeids)
+            run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), nodeids=rerun.nodeids,
+                       shrink=False)
         finally:
             backend.stand_ins = ""
         for t in collector.results.values():
@@ -152,6 +165,25 @@ def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
                 first = by_id[t.nodeid]
                 by_id[t.nodeid] = replace(t if t.passed else first, stood_in=rerun.upstream)
     return replace(grade, tests=tuple(by_id.values()))
+
+
+def shrink_failures(ctx: GradingContext, grade: Grade) -> Grade:
+    """The smallest failing case of each failure a student reads. run_suites and carry_forward stop
+    each hypothesis test at its first failing example: shrinking one never changes whether a test
+    fails, and most of a buggy grade's shrinking went to failures that carry_forward then clears (a
+    part failing only through a part it builds on). The failures left on an example hypothesis drew
+    run once more in the student's worker, shrinking on; each that fails again takes that run's row,
+    its stood_in kept (what the first run would have reported had it shrunk). Which tests pass stays
+    the first run's: a test that passes now keeps its first failure, with its example as found, and so
+    does one the whole-submission limit stops. Skipped when nothing imported or the limit is reached."""
+    drawn = tuple(t.nodeid for t in grade.tests if t.drawn_failure and not t.stopped)
+    if not drawn or ctx.time_up or ctx.backend(grade.source).import_failure:
+        return grade
+    collector = _Collector(ctx.backend(grade.source), ctx)
+    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), nodeids=drawn)
+    shrunk = {t.nodeid: t for t in _rows(collector, grade) if not t.passed and not t.stopped}
+    return _with_findings(grade, tuple(replace(shrunk[t.nodeid], stood_in=t.stood_in) if t.nodeid in shrunk else t
+                                       for t in grade.tests))
 
 
 def _cell_lines(source: Path):
@@ -325,8 +357,8 @@ def _with_part(grade: Grade, part: PartScore) -> Grade:
     return replace(grade, parts={**grade.parts, part.name: part})
 
 
-STAGES = (load_submission, static_scan, start_worker, run_suites, judge_work, carry_forward, score, diagnose, draw_pictures,
-          grade_knowledge, grade_timing, apply_late_penalty, hold_for_review)
+STAGES = (load_submission, static_scan, start_worker, run_suites, judge_work, carry_forward, shrink_failures, score,
+          diagnose, draw_pictures, grade_knowledge, grade_timing, apply_late_penalty, hold_for_review)
 
 # Whether a stage runs for this grade, decided from the context (the rubric and the command line) before
 # the stage starts, as nbgrader's preprocessors have an `enabled` trait; a stage not named here always
@@ -438,11 +470,12 @@ class _Collector(ResultCollector):
 HYPOTHESIS_PYTEST_PLUGIN = "_hypothesis_pytestplugin"
 
 
-def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) -> None:
+def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=(), shrink=True) -> None:
     """Run `suites` quietly against `source`, reports going to `plugin` (which keeps collection
     failures in `plugin.errors`); GradingError when the suites themselves cannot run. `stopped()`:
     whether the plugin stopped the session on purpose (the whole-submission limit). `nodeids`: only
-    these tests of the suites (node ids relative to the repository)."""
+    these tests of the suites (node ids relative to the repository). `shrink`: whether hypothesis
+    shrinks a failing example (--unshrunk when not)."""
     import pytest
 
     # What no grade reads, left out for speed: a failed test's traceback (--tb=no: pytest would parse
@@ -458,7 +491,7 @@ def run_pytest(source: Path, suites, plugin, stopped=lambda: False, nodeids=()) 
     args = [*where, "--impl", str(source),
             "-q", "--tb=no", "-p", "no:warnings", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
             "--disable-plugin-autoload", "-p", HYPOTHESIS_PYTEST_PLUGIN,
-            "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT)]
+            "--rootdir", str(paths.REPO), "-c", str(paths.PYPROJECT), *(() if shrink else ("--unshrunk",))]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[plugin])

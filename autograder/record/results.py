@@ -262,7 +262,7 @@ def test_output(test, rubric, diagnosis: str = "", failing_upstream: tuple = (),
     elif test.hint and not (test.suite == "hidden" and diagnosis):
         lines.append(f"Hint: {test.hint}")
     if test.example:
-        lines.append(f"Smallest failing case: {test.example.removeprefix('Falsifying example: ')}")
+        lines.append(f"Smallest failing case: {test.example.removeprefix(scoring.DRAWN_EXAMPLE)}")
     if test.forbidden:
         lines.append(f"This part scores 0: {test.forbidden}")
     return printable("\n".join(lines))

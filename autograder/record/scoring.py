@@ -8,6 +8,9 @@ from dataclasses import dataclass, replace
 from autograder.record import carry_forward
 
 UNITS = 10_000  # a point's smallest share
+# What hypothesis writes before a drawn example that failed; an explicit one (@example) reads
+# "Falsifying explicit example: " and is never shrunk.
+DRAWN_EXAMPLE = "Falsifying example: "
 
 
 class Points:
@@ -32,7 +35,7 @@ class TestResult(Points):
     summary: str = ""     # safe for students even for hidden tests
     detail: str = ""      # expected/actual values: public tests and "full" feedback only
     hint: str = ""
-    example: str = ""     # hypothesis's falsifying example
+    example: str = ""     # hypothesis's falsifying example (DRAWN_EXAMPLE or an explicit one)
     forbidden: str = ""
     monitor_silent: bool = False  # `forbidden` says the monitor could not vouch for the call: held, not zeroed
     stopped: bool = False  # the whole-submission time limit stopped it (or it never ran): it did not finish
@@ -46,6 +49,11 @@ class TestResult(Points):
     def name(self) -> str:
         """The test function's name with its parameters, as in the node id."""
         return self.nodeid.rsplit("::", 1)[-1]
+
+    @property
+    def drawn_failure(self) -> bool:
+        """Failed on an example hypothesis drew (which shrinking can make smaller), not on an explicit one."""
+        return not self.passed and self.example.startswith(DRAWN_EXAMPLE)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ def pytest_addoption(parser):
                          "process, sandbox (bubblewrap) or auto (the strongest available)")
     group.addoption("--hide", action="append", default=[], metavar="PATH",
                     help="another path the submission must not read (worker isolation only)")
+    group.addoption("--unshrunk", action="store_true",
+                    help="report each failing hypothesis example as first found, without shrinking it (the "
+                         "grader's runs that only decide which tests pass)")
 
 
 def pytest_configure(config):
@@ -135,6 +138,24 @@ def pytest_collection_modifyitems(config, items):
                 or parts[0] in rubric.STAGE_PARTS:
             raise pytest.UsageError(f"{item.nodeid}: needs exactly one @pytest.mark.part(NAME) naming a part of "
                                     f"rubric.toml graded by the tests ([parts.NAME]); has {parts}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    """--unshrunk: this run of a hypothesis test stops at the first failing example. Shrinking it
+    never changes whether the test fails, only which example the failure shows. A test's settings
+    are fixed when its module is imported (a grader slot imports the suites once), so the shrink
+    phase is left out of them for this call only, as hypothesis's own pytest plugin adjusts a test's
+    settings for a parametrized run (tryfirst: around that plugin, which reads them)."""
+    test = getattr(item.obj, "__func__", item.obj)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is None or not item.config.getoption("unshrunk"):
+        return (yield)
+    test._hypothesis_internal_use_settings = settings(own, phases=[p for p in own.phases if p is not Phase.shrink])
+    try:
+        return (yield)
+    finally:
+        test._hypothesis_internal_use_settings = own
 
 
 @pytest.hookimpl(hookwrapper=True)
