@@ -5,12 +5,16 @@ import json
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from hypothesis.internal.conjecture import engine
 
 from autograder.core import rubric
 from autograder.core.paths import REFERENCE, REPO
 from autograder.pipeline import grading
+from autograder.record import scoring
+from autograder.record.grade import Grade
+from autograder.record.scoring import TestResult
 
 NO_SCALE = ("scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))", "scores = q @ k.transpose(-2, -1)")
 DRAWN_IN_SDPA = "tests_public/test_sdpa.py::test_random_shapes"
@@ -80,3 +84,44 @@ def test_a_failure_charged_to_its_own_part_is_shrunk_too(tmp_path):
     for nodeid in (DRAWN_IN_SDPA, "tests_hidden/test_mhsa.py::test_blocked_weights_are_exactly_zero"):
         expected = falsifying(nodeid, "--impl", impl).replace("impl=<InProcessBackend>, ", "")
         assert by_test[nodeid.rsplit("::", 1)[-1]] == expected, (nodeid, by_test, expected)
+
+
+def test_the_shrinking_rerun_never_changes_which_tests_pass(monkeypatch, tmp_path):
+    """The stage's rule, with the rerun's outcomes chosen: a failure whose rerun passes, or fails only
+    on an explicit example (the worker's state moved on), keeps its first row; one that fails on a drawn
+    example again takes the rerun's row and keeps its stood_in; an explicit failure is not rerun; and
+    none is rerun once a call has blown a limit."""
+    drawn, explicit = scoring.DRAWN_EXAMPLE, "Falsifying explicit example: "
+    first = (TestResult("t::passes_now", "sdpa", "public", False, summary="first", example=drawn + "t(x=9)"),
+             TestResult("t::explicit_now", "sdpa", "public", False, summary="first", example=drawn + "t(x=9)"),
+             TestResult("t::own_mistake", "mhsa", "hidden", False, summary="first", example=drawn + "t(x=9)",
+                        stood_in=("sdpa",)),
+             TestResult("t::explicit", "sdpa", "public", False, summary="first", example=explicit + "t(x=1)"),
+             TestResult("t::passed", "sdpa", "public", True))
+    rerun = {"t::passes_now": TestResult("t::passes_now", "sdpa", "public", True),
+             "t::explicit_now": TestResult("t::explicit_now", "sdpa", "public", False, summary="again",
+                                           example=explicit + "t(x=1)"),
+             "t::own_mistake": TestResult("t::own_mistake", "mhsa", "hidden", False, summary="shrunk",
+                                          example=drawn + "t(x=0)")}
+    asked = []
+
+    def run_pytest(source, suites, collector, stopped, nodeids=(), shrink=True):
+        asked.append((nodeids, shrink))
+        collector.results.update({nodeid: rerun[nodeid] for nodeid in nodeids})
+
+    monkeypatch.setattr(grading, "run_pytest", run_pytest)
+    (tmp_path / "mhsa.py").write_text("")
+    worker = SimpleNamespace(import_failure=None, blew_a_limit=False)
+    ctx = SimpleNamespace(time_up="", suites=("public", "hidden"), backend=lambda source: worker)
+    grade = grading.shrink_failures(ctx, Grade("s", "sandbox", ("public", "hidden"), source=tmp_path / "mhsa.py",
+                                                tests=first))
+    assert asked == [(("t::passes_now", "t::explicit_now", "t::own_mistake"), True)]
+    assert [t.passed for t in grade.tests] == [t.passed for t in first]
+    assert grade.tests[:2] == first[:2] and grade.tests[3:] == first[3:]
+    assert (grade.tests[2].summary, grade.tests[2].example, grade.tests[2].stood_in) == \
+        ("shrunk", drawn + "t(x=0)", ("sdpa",))
+
+    worker.blew_a_limit, asked[:] = True, []
+    assert grading.shrink_failures(ctx, Grade("s", "sandbox", ("public", "hidden"), source=tmp_path / "mhsa.py",
+                                              tests=first)).tests == first
+    assert asked == []

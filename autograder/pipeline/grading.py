@@ -3,8 +3,9 @@
 Each stage takes the context and the grade so far and returns the next grade (the way nbgrader
 composes preprocessors).
 
-    load_submission -> static_scan -> start_worker -> run_suites -> carry_forward -> score -> diagnose
-    -> draw_pictures -> grade_knowledge -> grade_timing -> apply_late_penalty -> hold_for_review
+    load_submission -> static_scan -> start_worker -> run_suites -> judge_work -> carry_forward
+    -> shrink_failures -> score -> diagnose -> draw_pictures -> grade_knowledge -> grade_timing
+    -> apply_late_penalty -> hold_for_review
 
 then autograder/record/results.py writes the finished Grade in every shape (results.json, the terminal
 table, a CSV row). This process holds the expected values and writes results; the submission only
@@ -73,12 +74,13 @@ def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
-    """One TestResult per test. Each hypothesis test stops at its first failing example, unshrunk:
-    this run decides which tests pass, and shrink_failures shrinks the failures a student reads. When
-    the whole-submission limit stops the grade (ctx.stop_early), the tests that finished keep their
-    results, the one in flight and every one not yet run fail with the reason, and a note says so."""
+    """One TestResult per test. Where carry_forward can run, each hypothesis test stops at its first
+    failing example, unshrunk (shrinks_later): this run decides which tests pass, and shrink_failures
+    shrinks the failures a student reads. When the whole-submission limit stops the grade
+    (ctx.stop_early), the tests that finished keep their results, the one in flight and every one not
+    yet run fail with the reason, and a note says so."""
     collector = _Collector(ctx.backend(grade.source), ctx)
-    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), shrink=False)
+    run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), shrink=not shrinks_later(ctx))
     tests = _rows(collector, grade)
     if ctx.time_up:
         not_run = [TestResult(nodeid, part, suite, False, summary=ctx.time_up, stopped=True)
@@ -167,21 +169,31 @@ def carry_forward(ctx: GradingContext, grade: Grade) -> Grade:
     return replace(grade, tests=tuple(by_id.values()))
 
 
+def shrinks_later(ctx: GradingContext) -> bool:
+    """Whether the failing examples wait for shrink_failures: where carry_forward can clear failures
+    (it is on and has its correct versions; a student's release has none). Elsewhere run_suites
+    shrinks them as it goes, once, as a student's own pytest does."""
+    return enabled(carry_forward, ctx) and ecf.stand_ins_available()
+
+
 def shrink_failures(ctx: GradingContext, grade: Grade) -> Grade:
     """The smallest failing case of each failure a student reads. run_suites and carry_forward stop
-    each hypothesis test at its first failing example: shrinking one never changes whether a test
+    each hypothesis test at its first failing example: shrinking one never changes whether that test
     fails, and most of a buggy grade's shrinking went to failures that carry_forward then clears (a
     part failing only through a part it builds on). The failures left on an example hypothesis drew
-    run once more in the student's worker, shrinking on; each that fails again takes that run's row,
-    its stood_in kept (what the first run would have reported had it shrunk). Which tests pass stays
-    the first run's: a test that passes now keeps its first failure, with its example as found, and so
-    does one the whole-submission limit stops. Skipped when nothing imported or the limit is reached."""
+    run once more in the student's worker, shrinking on; each that fails on a drawn example again
+    takes that run's row, its stood_in kept (what the first run would have reported had it shrunk).
+    Which tests pass stays as decided before: a test that passes now, or fails only on an explicit
+    example, keeps its first failure with its example as found, and so does one the whole-submission
+    limit stops. Skipped when nothing imported, when the limit is reached, and when a call blew a
+    limit: its entry point now fails at once, so the rerun would not meet the code the test met."""
     drawn = tuple(t.nodeid for t in grade.tests if t.drawn_failure and not t.stopped)
-    if not drawn or ctx.time_up or ctx.backend(grade.source).import_failure:
+    backend = ctx.backend(grade.source)
+    if not drawn or ctx.time_up or backend.import_failure or backend.blew_a_limit:
         return grade
-    collector = _Collector(ctx.backend(grade.source), ctx)
+    collector = _Collector(backend, ctx)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), nodeids=drawn)
-    shrunk = {t.nodeid: t for t in _rows(collector, grade) if not t.passed and not t.stopped}
+    shrunk = {t.nodeid: t for t in _rows(collector, grade) if t.drawn_failure and not t.stopped}
     return _with_findings(grade, tuple(replace(shrunk[t.nodeid], stood_in=t.stood_in) if t.nodeid in shrunk else t
                                        for t in grade.tests))
 
@@ -366,6 +378,8 @@ STAGES = (load_submission, static_scan, start_worker, run_suites, judge_work, ca
 ENABLED = {
     # [results] carry_forward; the suites' results decide what reruns (none: nothing to do)
     carry_forward: lambda ctx: ctx.rubric.results.carry_forward,
+    # only where run_suites left the failing examples as found
+    shrink_failures: shrinks_later,
     # probes need a worker; the public suite's results alone say which parts to diagnose (`check`)
     diagnose: lambda ctx: ctx.rubric.diagnosis and ctx.isolation is not None,
     # [feedback] pictures; drawn through a worker, as the probes are

@@ -31,6 +31,7 @@ class Backend:
     time_up = ""  # why the whole-submission limit stopped the grade; "" while there is time
     stand_ins = ""  # while error carried forward reruns tests: correct versions every call runs with
     import_failure = None  # why the submission could not be imported, once a call has found out
+    blew_a_limit = False  # a call blew a limit (time, memory, crash): later calls into it fail at once
 
     def run(self, call: Call) -> Outcome:
         __tracebackhide__ = True  # pytest shows the test's frame and the student's, not the grader's
@@ -144,6 +145,10 @@ class WorkerBackend(Backend):
         """Remember that `call` blew a limit (`how`, in words): its entry point fails fast from now on."""
         self._blown[entry_points(call)[-1]] = (type(err), f"{how}:\n\n{err}")
         return err
+
+    @property
+    def blew_a_limit(self) -> bool:
+        return bool(self._blown)
 
     def _call(self, call: Call) -> Outcome:
         __tracebackhide__ = True
