@@ -4,10 +4,10 @@
 
 A hint that names a cause (dropout, an overflow, a detached graph, heads averaged, a mask on the wrong
 axis) belongs to a family below. Every mutant of the corpus is run through the public and hidden
-suites of `--checkout` (default: this tree) in a child process that imports that checkout's code; a
-failed test whose hint belongs to a family the mutant's misconception is not in is a misfire. The
-script prints each misfire and the totals, and how many mutants of each family's own misconceptions
-got the family's hint. docs/benchmarks/hints.md records the output, before and after a change.
+suites of `--checkout` (default: this tree), half of them in each of two child processes that import
+that checkout's code once; a failed test whose hint belongs to a family the mutant's misconception is
+not in is a misfire. The script prints each misfire and the totals, and how many mutants of each
+family's own misconceptions got the family's hint.
 """
 import argparse
 import json
@@ -35,13 +35,15 @@ FAMILIES = {
                            {"padding-on-queries"}),
 }
 
-CHILD = """
+MARK = "hints of "  # starts each line of the child's that reports one file's hints
+CHILD = f"""
 import json, sys
 from pathlib import Path
 from autograder.pipeline import grading
-collector = grading.ResultCollector()
-grading.run_pytest(Path(sys.argv[1]), ("public", "hidden"), collector)
-print(json.dumps({t.nodeid: t.hint for t in collector.results.values() if not t.passed}))
+for path in sys.argv[1:]:
+    collector = grading.ResultCollector()
+    grading.run_pytest(Path(path), ("public", "hidden"), collector)
+    print({MARK!r} + json.dumps([path, {{t.nodeid: t.hint for t in collector.results.values() if not t.passed}}]))
 """
 
 
@@ -49,15 +51,18 @@ def family_of(hint: str):
     return next((name for name, (fragments, _) in FAMILIES.items() if any(f in hint for f in fragments)), None)
 
 
-def failed_hints(checkout: Path, source: str, folder: Path, key: str) -> dict:
-    """{failed test: its hint} for `source` under the suites of `checkout`."""
-    path = folder / f"{key}.py"
-    path.write_text(source)
-    run = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=checkout, capture_output=True, text=True,
-                         timeout=900, env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"})
+def failed_hints(checkout: Path, sources: dict, folder: Path) -> dict:
+    """key -> {failed test: its hint} for each `sources` key -> program, under the suites of `checkout`,
+    in one child process: torch, pytest and the suites are imported once for all of them."""
+    paths = {str(folder / f"{key.replace('-', '_')}.py"): key for key in sources}
+    for path, key in paths.items():
+        Path(path).write_text(sources[key])
+    run = subprocess.run([sys.executable, "-c", CHILD, *paths], cwd=checkout, capture_output=True, text=True,
+                         timeout=900 + 60 * len(paths), env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"})
     if run.returncode:
-        raise RuntimeError(f"{key}: {run.stderr[-2000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{', '.join(sources)}: {run.stderr[-2000:]}")
+    reported = dict(json.loads(line[len(MARK):]) for line in run.stdout.splitlines() if line.startswith(MARK))
+    return {key: reported[path] for path, key in paths.items()}
 
 
 def misfires(mutant, hints: dict) -> list:
@@ -81,8 +86,12 @@ def main() -> int:
     parser.add_argument("--manifest", default="mutants,mutants-styles,mutants-heldout")
     args = parser.parse_args()
     mutants = [m for name in args.manifest.split(",") for m in load_mutants(CORPUS / f"{name}.toml")]
+    halves = [{m.id: m.source() for m in mutants[i::2]} for i in range(2)]  # a child per core
     with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(2) as pool:
-        hints = list(pool.map(lambda m: failed_hints(args.checkout.resolve(), m.source(), Path(folder), m.id), mutants))
+        found = {}
+        for half in pool.map(lambda sources: failed_hints(args.checkout.resolve(), sources, Path(folder)), halves):
+            found |= half
+    hints = [found[m.id] for m in mutants]
     wrong, fired = 0, {name: [0, 0] for name in FAMILIES}
     for mutant, found in zip(mutants, hints):
         for test, family in misfires(mutant, found):

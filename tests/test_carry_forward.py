@@ -1,5 +1,6 @@
 """A bug is charged once, in the part that holds it (autograder/record/carry_forward.py): graded through the
 CLI as a TA runs it, on bugs in several styles, with the rubric switch off as the control."""
+import itertools
 import json
 import subprocess
 import sys
@@ -152,6 +153,76 @@ def test_a_rerun_sends_only_the_failed_upstream_parts_correct_versions():
     assert carry_forward.rerun_for(shipped, "mhsa", first_pass, zeroed={"mhsa": ["forbidden"]}) is None
     block = carry_forward.rerun_for(shipped, "block", first_pass)
     assert "class MultiHeadSelfAttention" in block.source and "TransformerBlock" not in block.source
+
+
+def test_a_rerun_is_foreseen_exactly_when_carry_forward_would_start_one():
+    """run_suites spawns carry_forward's worker early on rerun_coming: for every set of failed parts, a
+    part zeroed or not, it agrees with rerun_for, the rule carry_forward itself follows."""
+    shipped = rubric.load()
+    parts = [name for name in shipped.parts if name not in ("knowledge", "timing")]
+    foreseen = 0
+    for failed in itertools.chain.from_iterable(itertools.combinations(parts, n) for n in range(len(parts) + 1)):
+        tests = [grading.TestResult(f"tests_hidden/test_{p}.py::test_a", p, "hidden", p not in failed) for p in parts]
+        for zeroed in ({}, {"mhsa": ["forbidden"]}, {"block": ["forbidden"]}):
+            coming = any(carry_forward.rerun_for(shipped, p, tests, zeroed) for p in parts)
+            assert carry_forward.rerun_coming(shipped, tests, zeroed) == coming, (failed, zeroed)
+            foreseen += coming
+    assert 0 < foreseen < 3 * 2 ** len(parts)
+
+
+@pytest.mark.parametrize("text, cpus, spawned", [
+    (patched(NO_SCALE), 2, ["start_worker", "run_suites"]),   # the rerun's worker imports while the suites run
+    (patched(NO_SCALE), 1, ["start_worker", "carry_forward"]),  # one CPU: it would slow the suites' calls
+    (REFERENCE_TEXT, 2, ["start_worker"]),                      # nothing failed: no worker spawned in vain
+], ids=["buggy", "buggy-one-cpu", "reference"])
+def test_a_lone_grade_spawns_carry_forwards_worker_once_a_rerun_is_certain(tmp_path, monkeypatch, text, cpus, spawned):
+    """A lone grade, no template to fork from, in this process as the command line runs it: the
+    stage each worker was spawned in, and the grade a missing scale gets whenever its rerun worker
+    started (sdpa loses alone)."""
+    from autograder.isolation.host import worker
+    from autograder.pipeline import context
+
+    file = tmp_path / "mhsa.py"
+    file.write_text(text)
+    monkeypatch.setattr(context.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    stage, seen = [""], []
+    spawn = worker.WorkerProcess.__init__
+
+    def noted(self, *args, **kwargs):
+        seen.append(stage[0])
+        spawn(self, *args, **kwargs)
+
+    def named(step):
+        def run(ctx, grade):  # grading.run asks ENABLED about the wrapper (which it does not name): ask here
+            if not grading.enabled(step, ctx):
+                return grade
+            stage[0] = step.__name__
+            return step(ctx, grade)
+        return run
+
+    monkeypatch.setattr(worker.WorkerProcess, "__init__", noted)
+    ctx = context.GradingContext.create(file, rubric=rubric.load(), isolation="auto")
+    try:
+        graded = grading.run(ctx, tuple(map(named, grading.STAGES)))
+    finally:
+        ctx.close()
+    assert seen == spawned
+    below = {p.name for p in graded.parts.values() if p.graded and p.units < p.max_units}
+    assert below == (set() if text == REFERENCE_TEXT else {"sdpa"}), below
+
+
+@pytest.mark.parametrize("v2, v1, cpus", [
+    ([], [], 4), (["max 100000"], [], 4), (["150000 100000"], [], 1), (["200000 100000"], [], 2),
+    ([], [("-1", "100000")], 4), ([], [("100000", "100000")], 1)])
+def test_a_cpu_quota_leaves_fewer_cpus_than_the_affinity(monkeypatch, v2, v1, cpus):
+    """usable_cpus, which decides whether carry_forward's worker may import beside the suites: a
+    container's quota (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over its period) rounds down."""
+    from autograder.pipeline import context
+
+    files = {"cpu.max": v2, "cpu.cfs_quota_us": [q for q, _ in v1], "cpu.cfs_period_us": [p for _, p in v1]}
+    monkeypatch.setattr(context, "_cgroup_files", lambda v2_name, controller, v1_name: files[v2_name or v1_name])
+    monkeypatch.setattr(context.os, "sched_getaffinity", lambda pid: set(range(4)))
+    assert context.usable_cpus() == cpus
 
 
 def test_without_the_stand_ins_file_nothing_is_carried_forward(monkeypatch, tmp_path):

@@ -23,27 +23,34 @@ CAUSED = {"overflow": "sdpa-naive-softmax", "dropout in eval": "mhsa-dropout-in-
           "averaged heads": "need-weights-averaged", "padding on queries": "key-padding-on-queries"}
 
 
-def failed_hints(tmp_path, mutant_id: str) -> dict:
-    return hints.failed_hints(REPO, MUTANTS[mutant_id].source(), tmp_path, mutant_id.replace("-", "_"))
+# Every eighth mutant by id (benchmarks/hints.py runs them all).
+SAMPLE = sorted(MUTANTS)[::8]
+WRONG_SCALE = "sdpa-no-scale"
+
+
+@pytest.fixture(scope="module")
+def failed_hints(tmp_path_factory) -> dict:
+    """mutant id -> {failed test: its hint}, for every mutant this module reads, run in one child."""
+    wanted = sorted({*CAUSED.values(), *SAMPLE, WRONG_SCALE})
+    return hints.failed_hints(REPO, {m: MUTANTS[m].source() for m in wanted}, tmp_path_factory.mktemp("hints"))
 
 
 @pytest.mark.parametrize("family", sorted(CAUSED))
-def test_each_cause_hint_is_given_for_its_own_mistake(tmp_path, family):
-    found = failed_hints(tmp_path, CAUSED[family])
+def test_each_cause_hint_is_given_for_its_own_mistake(failed_hints, family):
+    found = failed_hints[CAUSED[family]]
     assert any(hints.family_of(h) == family for h in found.values()), found
 
 
-# Every eighth mutant by id (about 6 s each): benchmarks/hints.py runs them all.
-@pytest.mark.parametrize("mutant_id", sorted(MUTANTS)[::8])
-def test_no_hint_names_a_cause_the_mistake_does_not_have(tmp_path, mutant_id):
-    found = failed_hints(tmp_path, mutant_id)
+@pytest.mark.parametrize("mutant_id", SAMPLE)
+def test_no_hint_names_a_cause_the_mistake_does_not_have(failed_hints, mutant_id):
+    found = failed_hints[mutant_id]
     assert found, f"{mutant_id} fails no test"
     assert hints.misfires(MUTANTS[mutant_id], found) == []
 
 
-def test_a_wrong_scale_gets_no_dropout_or_overflow_hint_in_the_tests_named_for_them(tmp_path):
+def test_a_wrong_scale_gets_no_dropout_or_overflow_hint_in_the_tests_named_for_them(failed_hints):
     """The student's case: a dropout-named and an overflow-named test fail because of the scale."""
-    found = failed_hints(tmp_path, "sdpa-no-scale")
+    found = failed_hints[WRONG_SCALE]
     named = [t for t in found if "dropout" in t or "overflow" in t]
     assert named, found
     assert all(hints.family_of(found[t]) is None for t in named), {t: found[t] for t in named}

@@ -4,6 +4,7 @@ The command line (or the Gradescope runner, or a batch) builds a GradingContext;
 pipeline (autograder/pipeline/grading.py) reads it and nothing else: no stage sees an isolation string,
 re-reads the rubric or works out what to hide.
 """
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,7 @@ class GradingContext:
     _backend: object = field(default=None, repr=False)
     _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
     _rerun: object = field(default=None, repr=False)    # error carried forward's backend (rerun_backend)
+    _rerun_started: object = field(default=None, repr=False)  # its worker, spawned before it (start_rerun_worker)
 
     @classmethod
     def create(cls, path, *, rubric: rubric_file.Rubric, suites=SUITES, isolation="auto", hide=(), extras=True,
@@ -71,9 +73,24 @@ class GradingContext:
         """Spawn the grade's worker for `source` now, without waiting for it: it imports torch and
         the submission while this process goes on (worker.py imports nothing heavy to spawn it)."""
         if self.isolation is not None and self._backend is None and self._started is None:
-            from autograder.isolation.host.worker import WorkerProcess
+            self._started = self._spawn(source)
 
-            self._started = WorkerProcess(source, self.isolation, self.rubric.limits, list(self.hidden))
+    def start_rerun_worker(self, source: Path) -> None:
+        """Spawn error carried forward's worker now, without waiting: run_suites calls this as soon as
+        its results so far call for a rerun, so that a worker spawned cold imports torch and the
+        submission on a spare core while the suites go on, rather than while carry_forward waits for
+        it. Not where it would take the grade's own core (one usable CPU, no template to fork it
+        from): there the spawn would slow the suites' calls as much as it saves."""
+        if self.isolation is not None and self._rerun is None and self._rerun_started is None:
+            from autograder.isolation.host import worker
+
+            if worker.template_fits(self.isolation, list(self.hidden)) or usable_cpus() > 1:
+                self._rerun_started = self._spawn(source)
+
+    def _spawn(self, source: Path):
+        from autograder.isolation.host.worker import WorkerProcess
+
+        return WorkerProcess(source, self.isolation, self.rubric.limits, list(self.hidden))
 
     def backend(self, source: Path):
         """The one backend of this grade, made on first use and shared by the suites and the
@@ -97,8 +114,10 @@ class GradingContext:
         if self._rerun is None:
             from autograder.testing.backends import WorkerBackend, open_in_process
 
-            self._rerun = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden))
+            self._rerun = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden),
+                                         started=self._rerun_started)
                            if self.isolation else open_in_process(source))
+            self._rerun_started = None
             if self.time_up:
                 self._rerun.stop_early(self.time_up)
         return self._rerun
@@ -117,9 +136,10 @@ class GradingContext:
         for backend in (self._backend, self._rerun):
             if backend is not None:
                 backend.close()
-        if self._started is not None:
-            self._started.stop()
-            self._started = None
+        for started in (self._started, self._rerun_started):
+            if started is not None:
+                started.stop()
+        self._started = self._rerun_started = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -142,24 +162,41 @@ def fitted_to_container(rubric) -> tuple:
 
 def container_memory_mb() -> int | None:
     """This process's cgroup memory limit in MiB (cgroup v2 or v1), or None when there is none."""
+    limits = [int(value) >> 20 for value in _cgroup_files("memory.max", "memory", "memory.limit_in_bytes")
+              if value.isdigit() and int(value) < 1 << 50]  # "max", or the v1 stand-in for none
+    return min(limits) if limits else None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may keep busy at once: its affinity, less where a cgroup quota (v2's
+    `cpu.max`, a container's `--cpus`) allows fewer, rounded down (at least 1)."""
+    quotas = [value.partition(" ")[::2] for value in _cgroup_files("cpu.max", None, None)]
+    quotas += zip(_cgroup_files(None, "cpu", "cpu.cfs_quota_us"), _cgroup_files(None, "cpu", "cpu.cfs_period_us"))
+    cpus = len(os.sched_getaffinity(0))
+    for quota, period in quotas:  # "max" and v1's -1: no quota
+        if quota.isdigit() and period.isdigit() and int(period):
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    return cpus
+
+
+def _cgroup_files(v2_name: str, v1_controller, v1_name) -> list:
+    """The text of this process's cgroup file `v2_name` (cgroup v2) and of `v1_name` in the v1 hierarchy
+    of `v1_controller` (either None: not looked for), stripped; none where they cannot be read."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        return None
-    limits = []
+        return []
+    found = []
     for line in lines:
         _, controllers, group = line.split(":", 2)
-        if controllers == "":
-            candidates = [Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.max"]
-        elif "memory" in controllers.split(","):
-            candidates = [Path("/sys/fs/cgroup/memory") / group.lstrip("/") / "memory.limit_in_bytes"]
+        if controllers == "" and v2_name:
+            path = Path("/sys/fs/cgroup") / group.lstrip("/") / v2_name
+        elif v1_controller and v1_controller in controllers.split(","):
+            path = Path("/sys/fs/cgroup") / v1_controller / group.lstrip("/") / v1_name
         else:
             continue
-        for path in candidates:
-            try:
-                value = path.read_text().strip()
-            except OSError:
-                continue
-            if value.isdigit() and int(value) < 1 << 50:  # "max", or the v1 stand-in for none
-                limits.append(int(value) >> 20)
-    return min(limits) if limits else None
+        try:
+            found.append(path.read_text().strip())
+        except OSError:
+            continue
+    return found

@@ -79,7 +79,14 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     shrinks the failures a student reads. When the whole-submission limit stops the grade
     (ctx.stop_early), the tests that finished keep their results, the one in flight and every one not
     yet run fail with the reason, and a note says so."""
-    collector = _Collector(ctx.backend(grade.source), ctx)
+    backend = ctx.backend(grade.source)
+    foresee = enabled(carry_forward, ctx)
+
+    def after_test(results):  # carry_forward's worker starts while the suites go on, once a rerun is certain
+        if foresee and not backend.import_failure and ecf.rerun_coming(ctx.rubric, results.values(), grade.forbidden):
+            ctx.start_rerun_worker(grade.source)
+
+    collector = _Collector(backend, ctx, after_test)
     run_pytest(grade.source, ctx.suites, collector, stopped=lambda: bool(ctx.time_up), shrink=not shrinks_later(ctx))
     tests = _rows(collector, grade)
     if ctx.time_up:
@@ -453,9 +460,10 @@ class _Collector(ResultCollector):
     """Hands the grade's backend to the suites and keeps one TestResult per test from pytest's reports;
     stops the session once `ctx.time_up` (the whole-submission limit) is set."""
 
-    def __init__(self, backend, ctx: GradingContext):
+    def __init__(self, backend, ctx: GradingContext, after_test=lambda results: None):
+        """`after_test(results)`: called with the results so far after each test."""
         super().__init__()
-        self.backend, self.ctx = backend, ctx
+        self.backend, self.ctx, self.after_test = backend, ctx, after_test
         self.planned = {}     # node id -> (part, suite) of every graded test, in run order
         self.started = set()  # node ids of the tests pytest began
 
@@ -476,6 +484,7 @@ class _Collector(ResultCollector):
         self.started.add(nodeid)
 
     def pytest_runtest_logfinish(self, nodeid, location):
+        self.after_test(self.results)
         if self.ctx.time_up:
             self.session.shouldstop = self.ctx.time_up  # pytest stops before the next test
 

@@ -59,14 +59,29 @@ def rerun_for(rubric, part: str, tests, zeroed=()):
     a part it builds on fails tests too (its own code wrong, after its own rerun). Not for a part that
     is zeroed (a forbidden API), nor where the stand-ins are absent (a student's release)."""
     failed = {t.part for t in tests if not t.passed}
-    if part in zeroed or part not in failed or not stand_ins_available():
-        return None
-    upstream = tuple(u for u in upstream_of(rubric, part) if u in failed)
-    functions = [f for u in upstream for f in rubric.parts[u].functions if f not in rubric.parts[part].functions]
+    upstream, functions = _stood_in(rubric, part, failed, zeroed)
     if not functions:
         return None
     nodeids = tuple(t.nodeid for t in tests if t.part == part and not t.passed)
     return Rerun(part, upstream, nodeids, stand_in_source(functions))
+
+
+def rerun_coming(rubric, tests, zeroed=()) -> bool:
+    """Whether some part calls for a rerun given `tests` so far: cheap enough to ask after every test.
+    Failures only accumulate and a part cleared by its own rerun still builds on the part that failed
+    it, so once this holds for a grade's first run, carry_forward reruns at least one part, unless a
+    part is zeroed later or the grade stops first."""
+    failed = {t.part for t in tests if not t.passed}
+    return any(_stood_in(rubric, part, failed, zeroed)[1] for part in failed)
+
+
+def _stood_in(rubric, part: str, failed, zeroed) -> tuple:
+    """(the failed parts `part` builds on, the functions of theirs a rerun of it stands in for); none
+    for a part that passed or is zeroed, or where the stand-ins are absent (a student's release)."""
+    if part in zeroed or part not in failed or not stand_ins_available():
+        return (), []
+    upstream = tuple(u for u in upstream_of(rubric, part) if u in failed)
+    return upstream, [f for u in upstream for f in rubric.parts[u].functions if f not in rubric.parts[part].functions]
 
 
 def stand_ins_available() -> bool:

@@ -45,6 +45,12 @@ def install_template(template) -> None:
     _template = template
 
 
+def template_fits(isolation: Isolation, hidden) -> bool:
+    """Whether a worker for `isolation` with `hidden` kept from it would be forked from this process's
+    template, a fork rather than a Python that imports torch (unless the template fails just then)."""
+    return _template is not None and _template.fits(isolation, hidden)
+
+
 class CappedOutput:
     """Keeps the first `cap` bytes a stream produces and counts the rest, reading until EOF."""
 
@@ -89,7 +95,7 @@ class WorkerProcess:
         Where this process has a worker template that fits (a grader slot's: worker_template.py), the
         worker is forked from it; otherwise, or when the template cannot, a new Python is spawned."""
         self.token = secrets.token_hex(16)
-        template = _template if entry is None and _template is not None and _template.fits(isolation, hidden) else None
+        template = _template if entry is None and template_fits(isolation, hidden) else None
         folder = template.serving_folder() if template is not None else None
         self.forked = False
         if folder is not None:
