@@ -80,12 +80,16 @@ class GradingContext:
         its results so far call for a rerun, so that a worker spawned cold imports torch and the
         submission on a spare core while the suites go on, rather than while carry_forward waits for
         it. Not where it would take the grade's own core (one usable CPU, no template to fork it
-        from): there the spawn would slow the suites' calls as much as it saves."""
-        if self.isolation is not None and self._rerun is None and self._rerun_started is None:
+        from): there the spawn would slow the suites' calls as much as it saves. A head start only:
+        where it fails, the worker is spawned when carry_forward asks for it, as without one."""
+        if self.isolation is not None and self._rerun is None and self._rerun_started is None and not self.time_up:
             from autograder.isolation.host import worker
 
             if worker.template_fits(self.isolation, list(self.hidden)) or usable_cpus() > 1:
-                self._rerun_started = self._spawn(source)
+                try:
+                    self._rerun_started = self._spawn(source)
+                except Exception:  # noqa: BLE001 - rerun_backend spawns it again; failing there fails the rerun's tests
+                    self._rerun_started = None
 
     def _spawn(self, source: Path):
         from autograder.isolation.host.worker import WorkerProcess

@@ -83,7 +83,10 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     foresee = enabled(carry_forward, ctx)
 
     def after_test(results):  # carry_forward's worker starts while the suites go on, once a rerun is certain
-        if foresee and not backend.import_failure and ecf.rerun_coming(ctx.rubric, results.values(), grade.forbidden):
+        nonlocal foresee
+        if foresee and not ctx.time_up and not backend.import_failure and \
+                ecf.rerun_coming(ctx.rubric, results.values(), grade.forbidden):
+            foresee = False
             ctx.start_rerun_worker(grade.source)
 
     collector = _Collector(backend, ctx, after_test)

@@ -67,12 +67,13 @@ def rerun_for(rubric, part: str, tests, zeroed=()):
 
 
 def rerun_coming(rubric, tests, zeroed=()) -> bool:
-    """Whether some part calls for a rerun given `tests` so far: cheap enough to ask after every test.
-    Failures only accumulate and a part cleared by its own rerun still builds on the part that failed
-    it, so once this holds for a grade's first run, carry_forward reruns at least one part, unless a
-    part is zeroed later or the grade stops first."""
+    """Whether some part of the rubric calls for a rerun given `tests` so far (rerun_for is not None for
+    it): cheap enough to ask after every test. Once this holds during a grade's first run it holds at
+    its end (failures only accumulate), and then carry_forward reruns at least the first such part in
+    `order`, whose failed upstream no earlier rerun has changed, unless a part is zeroed later or the
+    grade stops first. A test of a part the rubric leaves out (a narrower --rubric) counts for none."""
     failed = {t.part for t in tests if not t.passed}
-    return any(_stood_in(rubric, part, failed, zeroed)[1] for part in failed)
+    return any(_stood_in(rubric, part, failed, zeroed)[1] for part in rubric.parts if part in failed)
 
 
 def _stood_in(rubric, part: str, failed, zeroed) -> tuple:
