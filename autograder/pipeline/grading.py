@@ -80,13 +80,13 @@ def run_suites(ctx: GradingContext, grade: Grade) -> Grade:
     (ctx.stop_early), the tests that finished keep their results, the one in flight and every one not
     yet run fail with the reason, and a note says so."""
     backend = ctx.backend(grade.source)
-    foresee = enabled(carry_forward, ctx)
+    rerun_unforeseen = enabled(carry_forward, ctx)  # asked after each test until a rerun is certain
 
     def after_test(results):  # carry_forward's worker starts while the suites go on, once a rerun is certain
-        nonlocal foresee
-        if foresee and not ctx.time_up and not backend.import_failure and \
+        nonlocal rerun_unforeseen
+        if rerun_unforeseen and not ctx.time_up and not backend.import_failure and \
                 ecf.rerun_coming(ctx.rubric, results.values(), grade.forbidden):
-            foresee = False
+            rerun_unforeseen = False
             ctx.start_rerun_worker(grade.source)
 
     collector = _Collector(backend, ctx, after_test)
