@@ -3,8 +3,11 @@
 Each case is a correct (or stub) submission with one bad behaviour. The grade must finish; the parts
 the manifest names lose points with a message the student can read; every other part keeps full
 credit; cheats gain nothing; no process the case started survives; nothing is written outside the
-worker's own directory. Every case runs at the strongest level this machine has, the ones marked
-`process` in the manifest also at the process level (the fallback without bubblewrap).
+worker's own directory. Every case runs at the strongest level this machine has, its workers forked
+from the grade's own template (the route of every grade, lone or in a slot, where the kernel has
+Landlock); the ones marked `process` in the manifest also at the process level with no template,
+every worker a Python spawned for it: the fallback on a machine without user namespaces, which has
+neither bubblewrap nor a template.
 """
 import importlib.util
 import os
@@ -19,6 +22,7 @@ from autograder.core import errors
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import REFERENCE
 from autograder.intake import submission
+from autograder.isolation.host import worker_template
 from autograder.isolation.host.levels import resolve
 from autograder.pipeline import grading
 from autograder.record import results
@@ -106,8 +110,10 @@ def grade_case(case, level, folder, hidden, rubric=FAST):
 
 
 @pytest.mark.parametrize("case, level", RUNS)
-def test_case_is_graded_as_the_manifest_says(case, level, scene):
+def test_case_is_graded_as_the_manifest_says(case, level, scene, monkeypatch):
     folder, _, hidden = scene
+    if level == "process":
+        monkeypatch.setenv(worker_template.DISABLE_VAR, "1")
     grade = grade_case(case, level, folder, hidden)
 
     assert grade.isolation == resolve(level).level

@@ -171,27 +171,37 @@ def test_a_rerun_is_foreseen_exactly_when_carry_forward_would_start_one():
     assert 0 < foreseen < 3 * 2 ** len(parts)
 
 
-@pytest.mark.parametrize("text, cpus, spawned", [
-    (patched(NO_SCALE), 2, ["start_worker", "run_suites"]),   # the rerun's worker imports while the suites run
-    (patched(NO_SCALE), 1, ["start_worker", "carry_forward"]),  # one CPU: it would slow the suites' calls
-    (REFERENCE_TEXT, 2, ["start_worker"]),                      # nothing failed: no worker spawned in vain
-], ids=["buggy", "buggy-one-cpu", "reference"])
-def test_a_lone_grade_spawns_carry_forwards_worker_once_a_rerun_is_certain(tmp_path, monkeypatch, text, cpus, spawned):
-    """A lone grade, no template to fork from, in this process as the command line runs it: the
-    stage each worker was spawned in, and the grade a missing scale gets whenever its rerun worker
-    started (sdpa loses alone)."""
-    from autograder.isolation.host import worker
+@pytest.mark.parametrize("text, cpus, template, started", [
+    # no template (AUTOGRADER_NO_TEMPLATE, no Landlock): each worker is a Python that imports torch
+    (patched(NO_SCALE), 2, False, [("start_worker", False), ("run_suites", False)]),  # imports while the suites run
+    (patched(NO_SCALE), 1, False, [("start_worker", False), ("carry_forward", False)]),  # would slow the suites' calls
+    (REFERENCE_TEXT, 2, False, [("start_worker", False)]),                          # nothing failed: none in vain
+    # the grade's own template: its worker is forked at the first call, the rerun's once it is certain
+    (patched(NO_SCALE), 1, True, [("run_suites", True), ("run_suites", True)]),
+    (REFERENCE_TEXT, 1, True, [("run_suites", True)]),
+], ids=["buggy", "buggy-one-cpu", "reference", "buggy-template", "reference-template"])
+def test_a_lone_grade_starts_carry_forwards_worker_once_a_rerun_is_certain(tmp_path, monkeypatch, text, cpus,
+                                                                          template, started):
+    """A lone grade, in this process as the command line runs it: the stage each worker was started
+    in, whether it was forked from the grade's own template, and the grade a missing scale gets
+    however its rerun worker started (sdpa loses alone)."""
+    from autograder.isolation.guest import confine
+    from autograder.isolation.host import worker, worker_template
     from autograder.pipeline import context
 
+    if template and confine.landlock_abi() < 1:
+        pytest.skip("no Landlock on this kernel: a grade starts no template of its own")
+    if not template:
+        monkeypatch.setenv(worker_template.DISABLE_VAR, "1")
     file = tmp_path / "mhsa.py"
     file.write_text(text)
     monkeypatch.setattr(context, "usable_cpus", lambda: cpus)
     stage, seen = [""], []
-    spawn = worker.WorkerProcess.__init__
+    start = worker.WorkerProcess.__init__
 
     def noted(self, *args, **kwargs):
-        seen.append(stage[0])
-        spawn(self, *args, **kwargs)
+        start(self, *args, **kwargs)
+        seen.append((stage[0], self.forked))
 
     def named(step):
         def run(ctx, grade):  # grading.run asks ENABLED about the wrapper (which it does not name): ask here
@@ -207,7 +217,7 @@ def test_a_lone_grade_spawns_carry_forwards_worker_once_a_rerun_is_certain(tmp_p
         graded = grading.run(ctx, tuple(map(named, grading.STAGES)))
     finally:
         ctx.close()
-    assert seen == spawned
+    assert seen == started
     below = {p.name for p in graded.parts.values() if p.graded and p.units < p.max_units}
     assert below == (set() if text == REFERENCE_TEXT else {"sdpa"}), below
 

@@ -7,10 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from autograder.core import paths
 from autograder.core import rubric as rubric_file
+from autograder.isolation.host import worker_template
 from autograder.pipeline import grading
 from autograder.record import results
 
@@ -152,9 +154,15 @@ def worker_processes(tmp_path) -> list:
     return found
 
 
-def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is_used(tmp_path):
-    """`grade` overlaps the worker's start-up with its own imports: the stages before the suites
-    import neither torch nor pytest, and the suites then run in that very worker."""
+@pytest.mark.parametrize("template", [True, False], ids=["own-template", "no-template"])
+def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is_used(tmp_path, template):
+    """`grade` overlaps the start-up of what runs the submission (the grade's own worker template, or
+    with none its worker) with its own imports: the stages before the suites import neither torch nor
+    pytest, and the suites then run in a worker of that very process (forked from the template)."""
+    from autograder.isolation.guest import confine
+
+    if template and confine.landlock_abi() < 1:
+        pytest.skip("no Landlock on this kernel: a grade starts no template of its own")
     submission = tmp_path / "mhsa.py"
     submission.write_text(paths.REFERENCE.read_text() + "\nprint('imported once')\n")
     script = (
@@ -167,30 +175,40 @@ def test_a_lone_grade_starts_its_worker_before_importing_torch_and_the_worker_is
         "grade = grading.Grade('mhsa', ctx.isolation_level, ctx.suites)\n"
         "for stage in grading.STAGES[:grading.STAGES.index(grading.run_suites)]:\n"
         "    grade = stage(ctx, grade) if grading.enabled(stage, ctx) else grade\n"
-        "started = ctx._started\n"
-        "assert started is not None and started.proc.poll() is None, 'the worker is running'\n"
+        f"started = ctx._template if {template} else ctx._started\n"
+        "assert started is not None and started.proc.poll() is None, 'it is running'\n"
         "assert 'torch' not in sys.modules and 'pytest' not in sys.modules, sorted(sys.modules)\n"
         "for stage in grading.STAGES[grading.STAGES.index(grading.run_suites):]:\n"
         "    grade = stage(ctx, grade) if grading.enabled(stage, ctx) else grade\n"
+        "worker = ctx._backend._worker\n"
+        f"assert (worker.forked and worker is not started) if {template} else (worker is started and not worker.forked)\n"
         "printed = ctx._backend.printed_output()\n"
         "ctx.close()\n"
-        "assert started.proc.poll() is not None, 'the grade stopped its worker'\n"
+        "assert started.proc.poll() is not None, 'the grade stopped it'\n"
         "print(grade.score, grade.max_score, printed.count('imported once'))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=os.environ | {"PYTHONPATH": str(REPO)})
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    if not template:
+        env[worker_template.DISABLE_VAR] = "1"
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.split() == ["90.0", "90.0", "1"], "full marks, from one worker that imported the submission once"
 
 
-def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path):
+@pytest.mark.parametrize("template", [True, False], ids=["own-template", "no-template"])
+def test_a_started_worker_that_no_suite_used_is_stopped_with_the_grade(tmp_path, monkeypatch, template):
+    from autograder.isolation.guest import confine
     from autograder.pipeline.context import GradingContext
 
+    if template and confine.landlock_abi() < 1:
+        pytest.skip("no Landlock on this kernel: a grade starts no template of its own")
+    if not template:
+        monkeypatch.setenv(worker_template.DISABLE_VAR, "1")
     ctx = GradingContext.create(paths.REFERENCE, suites=("public",), isolation="process", extras=False,
                                 rubric=rubric_file.load())
     ctx.start_worker(paths.REFERENCE)
-    started = ctx._started
+    started, folder = (ctx._template, ctx._template.folder) if template else (ctx._started, ctx._started.workdir)
     ctx.close()
-    assert started.proc.poll() is not None and not started.workdir.exists()
+    assert started.proc.poll() is not None and not folder.exists()
 
 
 def test_grade_piped_into_head_writes_its_results_and_exits_quietly(tmp_path):

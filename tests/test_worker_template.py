@@ -276,3 +276,27 @@ def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
     assert second["score"] == second["extra_data"]["max_score"] and second["extra_data"]["status"] == "graded"
     said = log.read_text()
     assert "worker template ready" in said and "restarted" not in said and "not used" not in said, said
+
+
+def test_a_lone_grade_starts_no_template_where_the_kernel_has_no_landlock(tmp_path, monkeypatch):
+    """The template would refuse there (its children's writes could reach the next one): a lone grade
+    asks the kernel first and spawns its worker at once, as it would with AUTOGRADER_NO_TEMPLATE."""
+    from autograder.pipeline.context import GradingContext
+
+    monkeypatch.setattr(worker_template.confine, "landlock_abi", lambda: 0)
+    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric.load())
+    try:
+        ctx.start_worker(REFERENCE)
+        assert ctx._template is None and ctx._started is not None and not ctx._started.forked
+    finally:
+        ctx.close()
+    monkeypatch.undo()
+    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric.load())
+    try:
+        ctx.start_worker(REFERENCE)
+        if worker_template.confine.landlock_abi() >= 1:  # the control: with Landlock the grade has a template
+            assert ctx._template is not None and ctx._started is None
+    finally:
+        ctx.close()

@@ -28,15 +28,15 @@ ORACLES = REPO / "autograder" / "testing" / "oracles.py"  # the notebook carries
 # ships. Anything else (a new module, a new package, the evaluation tooling in tools/) stays in the
 # instructor's repository until someone lists it here (tests/test_release.py adds one of each).
 # STUDENT_CODE: what a student's release runs: `check`, `rubric`, the public suite's support and the
-# worker that holds the student's code.
+# worker that holds the student's code (forked from the grade's worker template).
 STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
     "__main__", "cli/__init__", "cli/check", "cli/rubric",
     "core/__init__", "core/paths", "core/toml", "core/rubric", "core/errors", "core/handin",
     "record/__init__", "record/grade", "record/scoring", "record/carry_forward", "record/results",
     "isolation/__init__", "isolation/host/__init__", "isolation/host/levels", "isolation/host/cuda_binds",
-    "isolation/host/worker",
+    "isolation/host/worker", "isolation/host/worker_template",
     "isolation/guest/__init__", "isolation/guest/confine", "isolation/guest/executor", "isolation/guest/reaper",
-    "isolation/guest/wire", "isolation/guest/worker_main", "isolation/guest/refusal",
+    "isolation/guest/wire", "isolation/guest/worker_main", "isolation/guest/refusal", "isolation/guest/template_main",
     "intake/__init__", "intake/submission", "intake/notebook", "intake/cell_names", "intake/route", "intake/knowledge",
     "testing/__init__", "testing/backends", "testing/calls", "testing/compare", "testing/checks", "testing/oracles",
     "testing/pytest_plugin",
@@ -47,11 +47,10 @@ STUDENT_CODE = tuple(f"autograder/{name}.py" for name in (
     "pipeline/__init__", "pipeline/context", "pipeline/grading")) + (
     # model.py's results on the diagnosis's calls: the diagnosis without an implementation to read
     "autograder/feedback/diagnosis/predictions.safetensors",)
-# GRADER_CODE: what grading a submission runs beyond a student's checks: the grader slots and their
-# worker template, the hidden suite's diagnosis, Gradescope's entry point and the timing part.
+# GRADER_CODE: what grading a submission runs beyond a student's checks: the grader slots, the
+# hidden suite's diagnosis, Gradescope's entry point and the timing part.
 GRADER_CODE = STUDENT_CODE + tuple(f"autograder/{name}.py" for name in (
-    "pipeline/grade_file", "runners/__init__", "runners/slot", "runners/gradescope",
-    "isolation/host/worker_template", "isolation/guest/template_main")) + tuple(
+    "pipeline/grade_file", "runners/__init__", "runners/slot", "runners/gradescope")) + tuple(
     f"gpu_checks/{name}.py" for name in (
         "__init__", "checks", "grading", "harness", "participants", "report", "runqueue", "session",
         "settings", "stats", "timing_worker", "baselines/fused_mhsa"))

@@ -43,6 +43,7 @@ class GradingContext:
     _started: object = field(default=None, repr=False)  # a worker spawned before the backend exists
     _rerun: object = field(default=None, repr=False)    # error carried forward's backend (rerun_backend)
     _rerun_started: object = field(default=None, repr=False)  # its worker, spawned before it (start_rerun_worker)
+    _template: object = field(default=None, repr=False)  # the grade's own worker template (start_worker)
 
     @classmethod
     def create(cls, path, *, rubric: rubric_file.Rubric, suites=SUITES, isolation="auto", hide=(), extras=True,
@@ -70,9 +71,21 @@ class GradingContext:
         return self.isolation.level if self.isolation else "inprocess"
 
     def start_worker(self, source: Path) -> None:
-        """Spawn the grade's worker for `source` now, without waiting for it: it imports torch and
-        the submission while this process goes on (worker.py imports nothing heavy to spawn it)."""
-        if self.isolation is not None and self._backend is None and self._started is None:
+        """Start the grade's worker for `source` now, without waiting for it: it imports torch while
+        this process goes on (worker.py imports nothing heavy to start it). Where a grader slot's
+        template serves this grade, the worker is forked from it. Where none does (a lone grade), the
+        grade starts a template of its own (worker_template.for_grade) and forks every worker from it
+        once backend() or rerun_backend() asks: a grade with failures needs carry_forward's worker
+        too, and an entry point that blows a limit a new one, each then a fork rather than a Python
+        that imports torch. Where no template can serve, the worker is spawned now, as before."""
+        if self.isolation is None or self._backend is not None or self._started is not None \
+                or self._template is not None:
+            return
+        from autograder.isolation.host import worker, worker_template
+
+        if not worker.template_fits(self.isolation, list(self.hidden)):
+            self._template = worker_template.for_grade(self.isolation, list(self.hidden))
+        if self._template is None:
             self._started = self._spawn(source)
 
     def start_rerun_worker(self, source: Path) -> None:
@@ -85,7 +98,7 @@ class GradingContext:
         if self.isolation is not None and self._rerun is None and self._rerun_started is None and not self.time_up:
             from autograder.isolation.host import worker
 
-            if worker.template_fits(self.isolation, list(self.hidden)) or usable_cpus() > 1:
+            if worker.template_fits(self.isolation, list(self.hidden), self._template) or usable_cpus() > 1:
                 try:
                     self._rerun_started = self._spawn(source)
                 except Exception:  # noqa: BLE001 - rerun_backend spawns it again; failing there fails the rerun's tests
@@ -94,7 +107,7 @@ class GradingContext:
     def _spawn(self, source: Path):
         from autograder.isolation.host.worker import WorkerProcess
 
-        return WorkerProcess(source, self.isolation, self.rubric.limits, list(self.hidden))
+        return WorkerProcess(source, self.isolation, self.rubric.limits, list(self.hidden), template=self._template)
 
     def backend(self, source: Path):
         """The one backend of this grade, made on first use and shared by the suites and the
@@ -103,7 +116,7 @@ class GradingContext:
             from autograder.testing.backends import WorkerBackend, open_in_process
 
             self._backend = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden),
-                                           started=self._started)
+                                           started=self._started, template=self._template)
                              if self.isolation else open_in_process(source))
             self._started = None
             if self.time_up:  # the limit came while the backend was being made
@@ -119,7 +132,7 @@ class GradingContext:
             from autograder.testing.backends import WorkerBackend, open_in_process
 
             self._rerun = (WorkerBackend(source, self.isolation, self.rubric.limits, list(self.hidden),
-                                         started=self._rerun_started)
+                                         started=self._rerun_started, template=self._template)
                            if self.isolation else open_in_process(source))
             self._rerun_started = None
             if self.time_up:
@@ -136,14 +149,14 @@ class GradingContext:
                 backend.stop_early(reason)
 
     def close(self) -> None:
-        """Stop the worker and remove the working folder; safe to call twice."""
+        """Stop the workers and the grade's template and remove the working folder; safe to call twice."""
         for backend in (self._backend, self._rerun):
             if backend is not None:
                 backend.close()
-        for started in (self._started, self._rerun_started):
+        for started in (self._started, self._rerun_started, self._template):
             if started is not None:
                 started.stop()
-        self._started = self._rerun_started = None
+        self._started = self._rerun_started = self._template = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

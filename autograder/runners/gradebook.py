@@ -24,7 +24,6 @@ reported and skipped: the others finish.
 import hashlib
 import io
 import json
-import os
 import queue
 import shutil
 import sys
@@ -393,7 +392,7 @@ class RerunTemplate:
         # what a rerun's worker must not read: the hidden tests, the reference and the course folder
         self._isolation, self._hidden = args.isolation, [*rubric.hidden, rubric.source, course]
         self._limits = rubric.limits
-        self._log = self._template = None
+        self._template, self._started = None, False
         self._starting = threading.Lock()
 
     def worker(self, program: Path):
@@ -404,9 +403,9 @@ class RerunTemplate:
         from autograder.testing.backends import WorkerBackend  # imports torch: only where a rerun runs
 
         with self._starting:
-            if self._log is None:
-                self._log = open(os.devnull, "w")  # noqa: SIM115 - the template process writes to it until stop()
-                self._template = worker_template.start(self._isolation, self._hidden, log=self._log)
+            if not self._started:
+                self._started = True
+                self._template = worker_template.start(self._isolation, self._hidden, log=worker_template.QUIET)
         return WorkerBackend(program, isolation=resolve(self._isolation), limits=self._limits, hidden=self._hidden)
 
     def stop(self) -> None:
@@ -417,8 +416,6 @@ class RerunTemplate:
                 self._template.stop()
                 worker_template.install_template(None)
                 self._template = None
-            if self._log is not None:
-                self._log.close()
 
 
 class PassStopped(Exception):

@@ -111,12 +111,14 @@ class WorkerBackend(Backend):
     """Runs the submission in a worker process; a hang or crash costs only the call it happened in."""
 
     def __init__(self, path: Path, isolation: Isolation, limits: Limits = Limits(), hidden=(),
-                 started: WorkerProcess | None = None):
+                 started: WorkerProcess | None = None, template=None):
         """`started`: a worker already spawned for this submission with these settings
-        (GradingContext.start_worker); the backend owns it and reads its greeting on first use."""
+        (GradingContext.start_worker); the backend owns it and reads its greeting on first use.
+        `template`: the grade's own worker template, which every worker this backend starts is forked
+        from where it can be (None: this process's installed one, if any; WorkerProcess)."""
         self.name, self.path = str(path), Path(path)
         self.isolation, self.limits, self.hidden = isolation.level, limits, list(hidden)
-        self._isolation = isolation
+        self._isolation, self._template = isolation, template
         self._worker = started
         self._greeted = False  # whether self._worker has said it imported the submission
         self._blown = {}  # entry point -> the error of its call that blew a limit (time, memory, crash)
@@ -200,7 +202,8 @@ class WorkerBackend(Backend):
         if self.import_failure is not None:
             raise errors.SubmissionImportError(self.import_failure)
         if self._worker is None:
-            self._worker, self._greeted = WorkerProcess(self.path, self._isolation, self.limits, self.hidden), False
+            self._worker = WorkerProcess(self.path, self._isolation, self.limits, self.hidden, template=self._template)
+            self._greeted = False
         if self._greeted:
             return self._worker
         worker = self._worker

@@ -6,7 +6,8 @@ grade asks for (autograder/isolation/host/worker_template.py).
 Started by autograder.isolation.host.worker_template, once per grader slot, exactly as a worker is (under a reaper,
 inside the same bubblewrap command or as the same user) as
 `python -I -u template_main.py CONTROL_FD`. CONTROL_FD is a Unix socket (SOCK_SEQPACKET) to the
-grader. The template first says whether it can serve ({"ready": true} or {"refused": why}); then each
+grader. The template first says whether it can serve ({"ready": true} or {"refused": why}), asking
+the kernel before it imports torch, so that a template refused here costs its grader no import; then each
 message is one worker to start: a JSON object (its folder, submission, configuration and
 environment) carrying five descriptors (SCM_RIGHTS): the worker's request and reply pipes, its
 output pipe, its lifeline and a socket on which the worker's supervisor reports.
@@ -40,8 +41,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `python -I` le
 
 import confine  # noqa: E402
 import reaper  # noqa: E402
-import torch  # noqa: E402
-import worker_main  # noqa: E402
 
 MAX_REQUEST_BYTES = 1 << 20
 FDS_PER_WORKER = 5
@@ -49,8 +48,13 @@ FDS_PER_WORKER = 5
 
 def main():
     control = socket.socket(fileno=int(sys.argv[1]))
-    worker_main.prepare()
     refusal = why_not_fork()
+    if refusal is None:
+        import worker_main  # torch, the executor and the monitor: only for a template that can serve
+
+        worker_main.prepare()
+        if thread_count() != 1:
+            refusal = f"importing torch started {thread_count()} threads: forking would be unsafe"
     control.send(json.dumps({"refused": refusal} if refusal else {"ready": True}).encode())
     if refusal:
         return
@@ -73,10 +77,10 @@ def main():
 
 
 def why_not_fork():
-    """Why this template cannot give each child what a spawned worker has; None when it can. A
-    child's writes are kept to its own folder by Landlock (at the sandbox level a spawned worker has a
-    /tmp of its own; the template's children share one they cannot write to), and its folder is a
-    tmpfs of its own only with a mount namespace."""
+    """Why this template cannot give each child what a spawned worker has, as the kernel says before
+    torch is imported; None when it can. A child's writes are kept to its own folder by Landlock (at
+    the sandbox level a spawned worker has a /tmp of its own; the template's children share one they
+    cannot write to), and its folder is a tmpfs of its own only with a mount namespace."""
     if not sys.platform.startswith("linux"):
         return f"kernel confinement is Linux only (this is {sys.platform})"
     if confine.landlock_abi() < 1:
@@ -90,8 +94,6 @@ def why_not_fork():
         os._exit(0)
     if os.waitstatus_to_exitcode(os.waitpid(probe, 0)[1]) != 0:
         return "no mount namespace can be made here: a child's folder could not be a tmpfs of its own"
-    if thread_count() != 1:
-        return f"importing torch started {thread_count()} threads: forking would be unsafe"
     return None
 
 
@@ -118,6 +120,9 @@ def supervise_worker(request, req_fd, resp_fd, out_fd, lifeline, status_fd):
 
 def run_worker(request, req_fd, resp_fd, out_fd, status_fd):
     """The worker (never returns): what a spawned worker_main does, from a fresh fork of the template."""
+    import torch  # noqa: PLC0415 - imported by main() before any fork: these only name them here
+    import worker_main  # noqa: PLC0415
+
     code = 1
     try:
         os.dup2(out_fd, 1)

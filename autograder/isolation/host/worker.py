@@ -45,10 +45,12 @@ def install_template(template) -> None:
     _template = template
 
 
-def template_fits(isolation: Isolation, hidden) -> bool:
-    """Whether a worker for `isolation` with `hidden` kept from it would be forked from this process's
-    template, a fork rather than a Python that imports torch (unless the template fails just then)."""
-    return _template is not None and _template.fits(isolation, hidden)
+def template_fits(isolation: Isolation, hidden, template=None) -> bool:
+    """Whether a worker for `isolation` with `hidden` kept from it would be forked from `template`
+    (None: this process's installed one), a fork rather than a Python that imports torch: it fits
+    them and has not been given up (unless it fails just then)."""
+    template = template or _template
+    return template is not None and not template.given_up and template.fits(isolation, hidden)
 
 
 class CappedOutput:
@@ -81,21 +83,23 @@ class WorkerProcess:
     The worker runs under a reaper (autograder/isolation/guest/reaper.py) that holds one end of a lifeline
     pipe; `stop` closes it and the reaper kills every process the worker started. Each worker also
     carries a random token in its environment, which `stop` looks for as a last resort. A worker
-    forked from a grader slot's template (`forked`) runs under the same reaper code in the template's
+    forked from a template (`forked`) runs under the same reaper code in the template's
     process tree; `proc` then stands for it (worker_template.TemplateChild), and the last resort is
     its supervisor's session.
     """
 
     def __init__(self, submission: Path, isolation: Isolation, limits: Limits, hidden: list[Path],
-                 entry: Path | None = None, entry_config: dict | None = None):
+                 entry: Path | None = None, entry_config: dict | None = None, template=None):
         """`entry`: a script run instead of worker_main.py (gpu_checks' timing session). It is copied
         beside the submission, where the sandbox can see it, and finds worker_main through
         config["worker_dir"]; `entry_config` joins that configuration (the timing session's device).
 
-        Where this process has a worker template that fits (a grader slot's: worker_template.py), the
-        worker is forked from it; otherwise, or when the template cannot, a new Python is spawned."""
+        Where `template` (a grade's own; None: the one installed for this process, a grader slot's:
+        worker_template.py) fits, the worker is forked from it; otherwise, or when the template
+        cannot, a new Python is spawned."""
         self.token = secrets.token_hex(16)
-        template = _template if entry is None and template_fits(isolation, hidden) else None
+        template = template or _template
+        template = template if entry is None and template_fits(isolation, hidden, template) else None
         folder = template.serving_folder() if template is not None else None
         self.forked = False
         if folder is not None:

@@ -1,15 +1,16 @@
-"""The worker template seen from the grader: one per grader slot, forking a confined child per worker.
+"""The worker template seen from the grader: forking a confined child per worker.
 
-A pristine worker, started once per slot, that has imported torch and forks a confined child for each
-worker a grade starts (autograder/isolation/guest/template_main.py). A child costs a fork, not a Python that
-imports torch.
+A pristine worker that has imported torch and forks a confined child for each worker a grade starts
+(autograder/isolation/guest/template_main.py). A child costs a fork, not a Python that imports torch.
 
-A grader slot starts one (`start`: installed with worker.install_template); WorkerProcess forks
-from it, and spawns its worker directly when there is none, when it does not fit the grade (another level, or a path to mask in the
-sandbox that the template's view does not mask), or when the template fails: a template that dies
-is restarted, one that refuses (no Landlock, no mount namespace) or keeps failing to start is given
-up, each with the reason in the slot's log. No grade is lost to a template, and a worker waits for
-one only while it is starting (at most READY_TIMEOUT_S; then it is replaced and the worker spawned).
+A grader slot starts one for all its grades (`start`: installed with worker.install_template); a
+grade that no slot's template serves (a lone `grade`) starts one of its own (`for_grade`, handed to
+each WorkerProcess it makes). WorkerProcess forks from it, and spawns its worker directly when there
+is none, when it does not fit the grade (another level, or a path to mask in the sandbox that the
+template's view does not mask), or when the template fails: a template that dies is restarted, one
+that refuses (no Landlock, no mount namespace) or keeps failing to start is given up, each with the
+reason in the slot's log. No grade is lost to a template, and a worker waits for one only while it
+is starting (at most READY_TIMEOUT_S; then it is replaced and the worker spawned).
 """
 import json
 import os
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from autograder.isolation.guest import confine
 from autograder.isolation.host.levels import Isolation, resolve
 from autograder.isolation.host.worker import (REAPER, REAPER_GRACE_S, SCRUBBED_ENV, TOKEN_VAR, install_template, kill_leftovers,
                               signal_name)
@@ -34,14 +36,15 @@ READY_TIMEOUT_S = 60      # importing torch on a loaded machine; a worker spawne
 STARTED_TIMEOUT_S = 10    # two forks, a chdir and two messages: only a broken template takes longer
 MAX_FAILED_STARTS = 3     # templates that died before serving, in a row, before the slot gives up
 MESSAGE_BYTES = 1 << 16
-DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: a slot spawns every worker, as a lone `grade` does
+DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: every worker is spawned, a Python that imports torch
+QUIET = subprocess.DEVNULL  # a template's log that keeps what it and its process say to itself
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 def start(isolation: str, hidden, log=None) -> "WorkerTemplate | None":
     """A grader slot's template for workers at level `isolation` (a name, as on the command line)
     with `hidden` kept from them, installed for this process; None where that level cannot run here
     (each grade then says why). `log`: a file (it has a descriptor: the template process writes to it
-    too) where it says that it is ready, restarted or given up; stderr by default."""
+    too) where it says that it is ready, restarted or given up; stderr by default; QUIET: nowhere."""
     if os.environ.get(DISABLE_VAR):
         print(f"worker template not used: {DISABLE_VAR} is set; workers are started directly", file=sys.stderr)
         return None
@@ -57,6 +60,21 @@ def start(isolation: str, hidden, log=None) -> "WorkerTemplate | None":
         return None
     install_template(template)
     return template
+
+
+def for_grade(isolation: Isolation, hidden) -> "WorkerTemplate | None":
+    """A template of one grade's own, where no slot's serves it (a lone `grade`): every worker of the
+    grade (its own, carry_forward's, one after a crash) is forked from it rather than a Python that
+    imports torch. It says nothing (QUIET): a grade's output is about the submission. None where it
+    would only cost a start: AUTOGRADER_NO_TEMPLATE is set, this kernel has no Landlock (the
+    template's own first check, asked here too so that such a grade spawns its worker at once), or it
+    could not be started; the grade then spawns its workers."""
+    if os.environ.get(DISABLE_VAR) or confine.landlock_abi() < 1:
+        return None
+    try:
+        return WorkerTemplate(isolation, hidden, log=QUIET)
+    except OSError:
+        return None
 
 
 class WorkerTemplate:
@@ -165,7 +183,8 @@ class WorkerTemplate:
         self._say(f"worker template not used: {why}; workers are started directly, one Python each")
 
     def _say(self, line: str) -> None:
-        print(line, file=self.log, flush=True)
+        if self.log is not QUIET:
+            print(line, file=self.log, flush=True)
 
     def stop(self) -> None:
         """End the template and every child it forked; safe to call twice."""
