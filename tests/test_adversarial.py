@@ -78,6 +78,9 @@ def scene(tmp_path, monkeypatch):
 
 
 def survivors(marker: bytes) -> list:
+    """Processes of the grade still alive: its command line names the grade's private folder (a
+    spawned worker's reaper, the grade's template's), or its working directory lies in it (a worker
+    forked from that template, whose command line is the template's), or it is the orphan."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -86,7 +89,11 @@ def survivors(marker: bytes) -> list:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if marker in cmdline or ORPHAN_MARKER in cmdline:
+        try:
+            folder = os.fsencode(os.readlink(entry / "cwd"))
+        except OSError:
+            folder = b""
+        if marker in cmdline or folder.startswith(marker) or ORPHAN_MARKER in cmdline:
             found.append((int(entry.name), cmdline.replace(b"\0", b" ")[:200]))
     return found
 

@@ -139,9 +139,10 @@ def run_grade_one(submission, out, time_limit, setup=""):
 
 
 def worker_processes(tmp_path) -> list:
-    """Command lines of live worker processes that run_grade_one started for the test of `tmp_path`
-    (every worker runs autograder/isolation/guest/worker_main.py in a folder under its grade's TMPDIR; the
-    workers of other tests, running alongside, are not this grade's)."""
+    """Command lines of live worker processes that run_grade_one started for the test of `tmp_path`:
+    a spawned worker runs autograder/isolation/guest/worker_main.py, the grade's template and every
+    worker forked from it template_main.py, each in a folder under its grade's TMPDIR (the workers of
+    other tests, running alongside, are not this grade's)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -149,7 +150,8 @@ def worker_processes(tmp_path) -> list:
             folder = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if "worker_main.py" in cmdline and "reaper" not in cmdline and folder.startswith(str(tmp_path)):
+        if ("worker_main.py" in cmdline or "template_main.py" in cmdline) and "reaper" not in cmdline \
+                and folder.startswith(str(tmp_path)):
             found.append(cmdline)
     return found
 

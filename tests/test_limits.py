@@ -119,6 +119,22 @@ def test_a_memory_bomb_is_called_once_and_then_fails_at_once_with_its_reason(tmp
         backend.close()
 
 
+def test_a_worker_made_as_the_whole_submission_limit_comes_is_ended_at_once(tmp_path):
+    """The limit's watchdog ends the worker it finds; one still being made (a fork waits for its
+    template's start) is ended as soon as it exists, rather than waited for through its import."""
+    source = tmp_path / "mhsa.py"
+    source.write_text("import time\ntime.sleep(600)\n")  # an import that never ends
+    backend = WorkerBackend(source, isolation.resolve("process"), Limits(call_timeout=60, import_timeout=60))
+    backend.stop_early("grading reached its time limit")  # as if it came while the worker was made
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.SubmissionImportError, match="the process importing your mhsa.py"):
+            backend._ensure_worker()  # what the call in flight does with the worker it made
+    finally:
+        backend.close()
+    assert time.monotonic() - started < 30, "the grade waited for the import's own limit"
+
+
 def test_the_whole_submission_limit_keeps_the_tests_that_finished(tmp_path):
     """`grade`'s own function under a 20 s whole-submission limit: the tests that finished before
     padding_mask hung keep their results and points; the one in flight and all the rest fail with the

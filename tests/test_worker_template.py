@@ -283,6 +283,7 @@ def test_a_lone_grade_starts_no_template_where_the_kernel_has_no_landlock(tmp_pa
     asks the kernel first and spawns its worker at once, as it would with AUTOGRADER_NO_TEMPLATE."""
     from autograder.pipeline.context import GradingContext
 
+    monkeypatch.setattr(worker, "_template", None)  # a lone grade: no slot's template (this module's fixture)
     monkeypatch.setattr(worker_template.confine, "landlock_abi", lambda: 0)
     ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
                                 rubric=rubric.load())
@@ -292,11 +293,50 @@ def test_a_lone_grade_starts_no_template_where_the_kernel_has_no_landlock(tmp_pa
     finally:
         ctx.close()
     monkeypatch.undo()
+    monkeypatch.setattr(worker, "_template", None)
+    monkeypatch.delenv(worker_template.DISABLE_VAR, raising=False)
     ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
                                 rubric=rubric.load())
     try:
         ctx.start_worker(REFERENCE)
         if worker_template.confine.landlock_abi() >= 1:  # the control: with Landlock the grade has a template
             assert ctx._template is not None and ctx._started is None
+    finally:
+        ctx.close()
+
+
+def test_a_grade_in_a_slot_whose_template_was_given_up_spawns_at_once(monkeypatch):
+    """A slot's template decides for its grades: given up, each grade spawns its worker at once (as
+    before), and starts no template of its own."""
+    from autograder.pipeline.context import GradingContext
+
+    class GivenUp:
+        given_up = "it did not say it was ready within 60 s, 3 times in a row"
+
+        def fits(self, isolation, hidden):
+            return True
+
+    monkeypatch.setattr(worker, "_template", GivenUp())
+    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric.load())
+    try:
+        ctx.start_worker(REFERENCE)
+        assert ctx._template is None and ctx._started is not None and not ctx._started.forked
+    finally:
+        ctx.close()
+
+
+def test_a_level_whose_template_refused_gets_no_template_again_in_this_process(monkeypatch):
+    """A refusal is the kernel's answer (no mount namespace here): later lone grades at that level
+    spawn their workers at once instead of starting a template that would refuse again."""
+    from autograder.pipeline.context import GradingContext
+
+    monkeypatch.setattr(worker, "_template", None)  # a lone grade: no slot's template (this module's fixture)
+    monkeypatch.setitem(worker_template._refused, "process", "no mount namespace can be made here")
+    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric.load())
+    try:
+        ctx.start_worker(REFERENCE)
+        assert ctx._template is None and ctx._started is not None
     finally:
         ctx.close()

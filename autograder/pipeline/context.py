@@ -83,7 +83,7 @@ class GradingContext:
             return
         from autograder.isolation.host import worker, worker_template
 
-        if not worker.template_fits(self.isolation, list(self.hidden)):
+        if not worker.template_installed():
             self._template = worker_template.for_grade(self.isolation, list(self.hidden))
         if self._template is None:
             self._started = self._spawn(source)
@@ -149,15 +149,20 @@ class GradingContext:
                 backend.stop_early(reason)
 
     def close(self) -> None:
-        """Stop the workers and the grade's template and remove the working folder; safe to call twice."""
-        for backend in (self._backend, self._rerun):
-            if backend is not None:
-                backend.close()
-        for started in (self._started, self._rerun_started, self._template):
-            if started is not None:
-                started.stop()
-        self._started = self._rerun_started = self._template = None
+        """Stop the workers and the grade's template and remove the working folder; safe to call twice.
+        Each is stopped even where stopping one before it failed: the first failure is raised after."""
+        stops = [*(backend.close for backend in (self._backend, self._rerun) if backend is not None),
+                 *(held.stop for held in (self._started, self._rerun_started, self._template) if held is not None)]
+        self._started = self._rerun_started = self._template = None  # the template last: after its workers
+        failure = None
+        for stop in stops:
+            try:
+                stop()
+            except Exception as err:  # noqa: BLE001 - raised below, once everything else is stopped
+                failure = failure or err
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if failure is not None:
+            raise failure
 
 
 GRADER_RESERVE_MB = 1536  # the grading process itself: torch, pytest and the expected values

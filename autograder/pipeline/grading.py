@@ -66,9 +66,10 @@ def static_scan(ctx: GradingContext, grade: Grade) -> Grade:
 
 
 def start_worker(ctx: GradingContext, grade: Grade) -> Grade:
-    """The worker starts importing torch and the submission now, alongside this process's own work
-    before the first test (pytest's collection; for a lone `grade`, importing torch and pytest, which
-    this module leaves to run_suites for that reason)."""
+    """What runs the submission starts importing torch now (a lone grade's template, or a spawned
+    worker, which imports the submission too), alongside this process's own work before the first
+    test (pytest's collection; for a lone `grade`, importing torch and pytest, which this module
+    leaves to run_suites for that reason)."""
     ctx.start_worker(grade.source)
     return grade
 

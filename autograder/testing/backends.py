@@ -204,6 +204,8 @@ class WorkerBackend(Backend):
         if self._worker is None:
             self._worker = WorkerProcess(self.path, self._isolation, self.limits, self.hidden, template=self._template)
             self._greeted = False
+            if self.time_up:  # the limit came while it was being made (a fork waits for its template): end it
+                self._worker.interrupt()
         if self._greeted:
             return self._worker
         worker = self._worker

@@ -1,8 +1,8 @@
 """One worker process seen from the grader: start it, send calls, drain its output, kill it all.
 
 Starting a worker imports nothing heavy here: the wire format (and with it torch) is imported when
-the first frame is read, so a grade can start its worker before the grading process has imported
-torch, and the two imports run side by side (autograder/pipeline/grading.py, start_worker).
+the first frame is read, so a grade can start its worker (or its template, worker_template.py)
+before the grading process has imported torch, and the two imports run side by side (autograder/pipeline/grading.py, start_worker).
 """
 import json
 import os
@@ -43,6 +43,12 @@ def install_template(template) -> None:
     """Fork this process's workers from `template` where it fits them (None: spawn every worker)."""
     global _template
     _template = template
+
+
+def template_installed() -> bool:
+    """Whether this process has a grader slot's template: its grades fork from it where it fits and
+    serves, and spawn their workers otherwise, as they always have."""
+    return _template is not None
 
 
 def template_fits(isolation: Isolation, hidden, template=None) -> bool:

@@ -38,6 +38,7 @@ MAX_FAILED_STARTS = 3     # templates that died before serving, in a row, before
 MESSAGE_BYTES = 1 << 16
 DISABLE_VAR = "AUTOGRADER_NO_TEMPLATE"  # set: every worker is spawned, a Python that imports torch
 QUIET = subprocess.DEVNULL  # a template's log that keeps what it and its process say to itself
+_refused = {}  # level -> why a template at that level refused in this process: the kernel's answer, kept
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 def start(isolation: str, hidden, log=None) -> "WorkerTemplate | None":
@@ -67,13 +68,15 @@ def for_grade(isolation: Isolation, hidden) -> "WorkerTemplate | None":
     grade (its own, carry_forward's, one after a crash) is forked from it rather than a Python that
     imports torch. It says nothing (QUIET): a grade's output is about the submission. None where it
     would only cost a start: AUTOGRADER_NO_TEMPLATE is set, this kernel has no Landlock (the
-    template's own first check, asked here too so that such a grade spawns its worker at once), or it
-    could not be started; the grade then spawns its workers."""
-    if os.environ.get(DISABLE_VAR) or confine.landlock_abi() < 1:
+    template's own first check, asked here too so that such a grade spawns its worker at once), a
+    template at this level has refused in this process before, or it could not be started; the
+    grade then spawns its workers."""
+    if os.environ.get(DISABLE_VAR) or isolation.level in _refused or not sys.platform.startswith("linux") \
+            or confine.landlock_abi() < 1:
         return None
     try:
         return WorkerTemplate(isolation, hidden, log=QUIET)
-    except OSError:
+    except Exception:  # noqa: BLE001 - the grade spawns its workers, which meet (and report) any cause again
         return None
 
 
@@ -91,9 +94,13 @@ class WorkerTemplate:
 
     def _start(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="mhsa-template-"))
-        self.folder.chmod(0o711)  # bubblewrap, root in its own user namespace, must reach the files
-        prefix, script, _ = self.isolation.command(self.folder, self.hidden, template=True)
-        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.folder.chmod(0o711)  # bubblewrap, root in its own user namespace, must reach the files
+            prefix, script, _ = self.isolation.command(self.folder, self.hidden, template=True)
+            self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         lifeline_r, self._lifeline = os.pipe()
         self.token = secrets.token_hex(16)
         env = SCRUBBED_ENV | {"HOME": str(self.folder), "TMPDIR": str(self.folder), TOKEN_VAR: self.token}
@@ -106,6 +113,7 @@ class WorkerTemplate:
         except BaseException:  # nothing started: nothing of it is left behind
             self._control.close()
             os.close(self._lifeline)
+            self._lifeline = -1  # stop() must not close a number the system may have given out again
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
         finally:
@@ -162,6 +170,7 @@ class WorkerTemplate:
             self._say(f"worker template ready ({self.isolation.level}): workers are forked from it")
             return True
         if hello and "refused" in hello:
+            _refused[self.isolation.level] = str(hello["refused"])
             self._give_up(str(hello["refused"]))
             return False
         self.failed_starts += 1
@@ -183,7 +192,7 @@ class WorkerTemplate:
         self._say(f"worker template not used: {why}; workers are started directly, one Python each")
 
     def _say(self, line: str) -> None:
-        if self.log is not QUIET:
+        if self.log != QUIET:
             print(line, file=self.log, flush=True)
 
     def stop(self) -> None:
