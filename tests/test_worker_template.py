@@ -278,38 +278,36 @@ def test_a_slot_grades_the_reference_in_full_after_a_tamperer(tmp_path):
     assert "worker template ready" in said and "restarted" not in said and "not used" not in said, said
 
 
-def test_a_lone_grade_starts_no_template_where_the_kernel_has_no_landlock(tmp_path, monkeypatch):
-    """The template would refuse there (its children's writes could reach the next one): a lone grade
-    asks the kernel first and spawns its worker at once, as it would with AUTOGRADER_NO_TEMPLATE."""
+def what_a_grade_starts() -> tuple:
+    """(its own template, its spawned worker), each None where it has none, as a process-level grade
+    of the reference starts them in start_worker; stopped again at once."""
     from autograder.pipeline.context import GradingContext
 
+    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
+                                rubric=rubric.load())
+    try:
+        ctx.start_worker(REFERENCE)
+        return ctx._template, ctx._started
+    finally:
+        ctx.close()
+
+
+def test_a_lone_grade_starts_no_template_where_the_kernel_has_no_landlock(monkeypatch):
+    """The template would refuse there (its children's writes could reach the next one): a lone grade
+    asks the kernel first and spawns its worker at once, as it would with AUTOGRADER_NO_TEMPLATE."""
     monkeypatch.setattr(worker, "_template", None)  # a lone grade: no slot's template (this module's fixture)
-    monkeypatch.setattr(worker_template.confine, "landlock_abi", lambda: 0)
-    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
-                                rubric=rubric.load())
-    try:
-        ctx.start_worker(REFERENCE)
-        assert ctx._template is None and ctx._started is not None and not ctx._started.forked
-    finally:
-        ctx.close()
-    monkeypatch.undo()
-    monkeypatch.setattr(worker, "_template", None)
     monkeypatch.delenv(worker_template.DISABLE_VAR, raising=False)
-    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
-                                rubric=rubric.load())
-    try:
-        ctx.start_worker(REFERENCE)
-        if worker_template.confine.landlock_abi() >= 1:  # the control: with Landlock the grade has a template
-            assert ctx._template is not None and ctx._started is None
-    finally:
-        ctx.close()
+    if worker_template.confine.landlock_abi() >= 1:  # the control: with Landlock the grade has a template
+        template, spawned = what_a_grade_starts()
+        assert template is not None and spawned is None
+    monkeypatch.setattr(worker_template.confine, "landlock_abi", lambda: 0)
+    template, spawned = what_a_grade_starts()
+    assert template is None and spawned is not None and not spawned.forked
 
 
 def test_a_grade_in_a_slot_whose_template_was_given_up_spawns_at_once(monkeypatch):
     """A slot's template decides for its grades: given up, each grade spawns its worker at once (as
     before), and starts no template of its own."""
-    from autograder.pipeline.context import GradingContext
-
     class GivenUp:
         given_up = "it did not say it was ready within 60 s, 3 times in a row"
 
@@ -317,26 +315,14 @@ def test_a_grade_in_a_slot_whose_template_was_given_up_spawns_at_once(monkeypatc
             return True
 
     monkeypatch.setattr(worker, "_template", GivenUp())
-    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
-                                rubric=rubric.load())
-    try:
-        ctx.start_worker(REFERENCE)
-        assert ctx._template is None and ctx._started is not None and not ctx._started.forked
-    finally:
-        ctx.close()
+    template, spawned = what_a_grade_starts()
+    assert template is None and spawned is not None and not spawned.forked
 
 
 def test_a_level_whose_template_refused_gets_no_template_again_in_this_process(monkeypatch):
     """A refusal is the kernel's answer (no mount namespace here): later lone grades at that level
     spawn their workers at once instead of starting a template that would refuse again."""
-    from autograder.pipeline.context import GradingContext
-
     monkeypatch.setattr(worker, "_template", None)  # a lone grade: no slot's template (this module's fixture)
     monkeypatch.setitem(worker_template._refused, "process", "no mount namespace can be made here")
-    ctx = GradingContext.create(REFERENCE, suites=("public",), isolation="process", extras=False,
-                                rubric=rubric.load())
-    try:
-        ctx.start_worker(REFERENCE)
-        assert ctx._template is None and ctx._started is not None
-    finally:
-        ctx.close()
+    template, spawned = what_a_grade_starts()
+    assert template is None and spawned is not None
