@@ -3,12 +3,12 @@
 It has imported torch and the executor, and nothing of any student, and forks one child per worker a
 grade asks for (autograder/isolation/host/worker_template.py).
 
-Started by autograder.isolation.host.worker_template, once per grader slot or lone grade, exactly as a worker is (under a reaper,
-inside the same bubblewrap command or as the same user) as
+Started by autograder.isolation.host.worker_template, once per grader slot or lone grade, exactly as
+a worker is (under a reaper, inside the same bubblewrap command or as the same user) as
 `python -I -u template_main.py CONTROL_FD`. CONTROL_FD is a Unix socket (SOCK_SEQPACKET) to the
 grader. The template first says whether it can serve ({"ready": true} or {"refused": why}), asking
-the kernel before it imports torch, so that a template refused here costs its grader no import; then each
-message is one worker to start: a JSON object (its folder, submission, configuration and
+the kernel before it imports torch, so that a template refused here costs its grader no import;
+then each message is one worker to start: a JSON object (its folder, submission, configuration and
 environment) carrying five descriptors (SCM_RIGHTS): the worker's request and reply pipes, its
 output pipe, its lifeline and a socket on which the worker's supervisor reports.
 

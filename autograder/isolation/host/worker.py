@@ -2,7 +2,8 @@
 
 Starting a worker imports nothing heavy here: the wire format (and with it torch) is imported when
 the first frame is read, so a grade can start its worker (or its template, worker_template.py)
-before the grading process has imported torch, and the two imports run side by side (autograder/pipeline/grading.py, start_worker).
+before the grading process has imported torch, and the two imports run side by side
+(autograder/pipeline/grading.py, start_worker).
 """
 import json
 import os
@@ -104,8 +105,7 @@ class WorkerProcess:
         worker_template.py) fits, the worker is forked from it; otherwise, or when the template
         cannot, a new Python is spawned."""
         self.token = secrets.token_hex(16)
-        template = template or _template
-        template = template if entry is None and template_fits(isolation, hidden, template) else None
+        template = (template or _template) if entry is None and template_fits(isolation, hidden, template) else None
         folder = template.serving_folder() if template is not None else None
         self.forked = False
         if folder is not None:
