@@ -4,15 +4,18 @@ Each case is a correct (or stub) submission with one bad behaviour. The grade mu
 the manifest names lose points with a message the student can read; every other part keeps full
 credit; cheats gain nothing; no process the case started survives; nothing is written outside the
 worker's own directory. Every case runs at the strongest level this machine has, its workers forked
-from the grade's own template (the route of every grade, lone or in a slot, where the kernel has
-Landlock); the ones marked `process` in the manifest also at the process level with no template,
-every worker a Python spawned for it: the fallback on a machine without user namespaces, which has
-neither bubblewrap nor a template.
+from one template that serves every case in turn, as a grader slot's serves a class (the route of
+every batch and Gradescope grade where the kernel has Landlock): a cheat that left a process or a
+file in it would meet the next case. The ones marked `process` in the manifest also run at the
+process level with no template, every worker a Python spawned for it: the fallback on a machine
+without user namespaces, which has neither bubblewrap nor a template. A lone grade's own template is
+tested in tests/test_worker_template.py and tests/test_grading.py.
 """
 import importlib.util
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +25,9 @@ from autograder.core import errors
 from autograder.core import rubric as rubric_file
 from autograder.core.paths import REFERENCE
 from autograder.intake import submission
-from autograder.isolation.host import worker_template
+from autograder.isolation.host import worker, worker_template
 from autograder.isolation.host.levels import resolve
+from autograder.isolation.host.worker import WorkerProcess
 from autograder.pipeline import grading
 from autograder.record import results
 from autograder.testing import backends
@@ -61,41 +65,102 @@ def other_checkout():
     shutil.rmtree(OTHER_CHECKOUT, ignore_errors=True)
 
 
-@pytest.fixture
-def scene(tmp_path, monkeypatch):
-    """A private temporary folder for the grade's and the workers' directories, and a hidden
-    results folder: after the grade both must be empty again."""
-    tmp, hidden = tmp_path / "tmp", tmp_path / "results"
-    tmp.mkdir()
+@pytest.fixture(scope="module")
+def slot(tmp_path_factory):
+    """The template every case at the strongest level forks its workers from, started as a grader
+    slot starts its own, and the hidden results folder it keeps from them; None where this machine
+    cannot run one (the cases then spawn their workers)."""
+    hidden = tmp_path_factory.mktemp("hidden") / "results"
     hidden.mkdir()
+    template = worker_template.start("auto", [hidden], log=worker_template.QUIET)
+    worker.install_template(None)  # installed for the cases at that level only (test_case_is_graded...)
+    yield template, hidden
+    if template is not None:
+        template.stop()
+
+
+@pytest.fixture
+def scene(tmp_path, monkeypatch, slot):
+    """A private temporary folder for the grade's and the workers' directories, and a hidden
+    results folder: after the grade both must be empty again, and so must the slot's template's
+    folder, with no child of the template left."""
+    template, hidden = slot
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     FORGED_CANARY.unlink(missing_ok=True)
     yield tmp_path, tmp, hidden
-    assert survivors(str(tmp).encode()) == [], "a process the submission started is still running"
+    assert survivors(str(tmp).encode(), template) == [], "a process the submission started is still running"
     assert list(tmp.iterdir()) == [], "something was left or written beside the worker's directory"
     assert list(hidden.iterdir()) == [], "something was written into a hidden folder"
+    if template is not None and not template.given_up:
+        assert list(template.folder.iterdir()) == [], "something was left in the template's folder"
     assert not FORGED_CANARY.exists(), f"the submission wrote {FORGED_CANARY}"
 
 
-def survivors(marker: bytes) -> list:
+def survivors(marker: bytes, template=None, grace_s=5.0) -> list:
     """Processes of the grade still alive: its command line names the grade's private folder (a
-    spawned worker's reaper, the grade's template's), or its working directory lies in it (a worker
-    forked from that template, whose command line is the template's), or it is the orphan."""
-    found = []
+    spawned worker's reaper), or its working directory lies in it, or it is the orphan, or it
+    descends from the slot's template and is not the template itself (a worker forked from it, or
+    anything such a worker started: the template's supervisor of each worker is a child subreaper).
+    A forked worker's supervisor reports the worker's end and then exits, so those get `grace_s`."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        table = processes()
+        own = template_chain(template, table) if template is not None and not template.given_up else set()
+        forked = descendants(template.proc.pid, table) - own if own else set()
+        found = [(pid, cmdline.replace(b"\0", b" ")[:200]) for pid, (_, cmdline, folder) in table.items()
+                 if pid not in own and (marker in cmdline or folder.startswith(marker) or ORPHAN_MARKER in cmdline
+                                        or pid in forked)]
+        if not found or time.monotonic() > deadline or not set(dict(found)) <= forked:
+            return found
+        time.sleep(0.05)
+
+
+def processes() -> dict:
+    """pid -> (parent pid, command line, working directory) of every other process but the dead
+    ones not yet waited for (zombies)."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
+            state, parent = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[:2]
+            if state == b"Z":
+                continue
+            parent = int(parent)
             cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
         try:
             folder = os.fsencode(os.readlink(entry / "cwd"))
         except OSError:
             folder = b""
-        if marker in cmdline or folder.startswith(marker) or ORPHAN_MARKER in cmdline:
-            found.append((int(entry.name), cmdline.replace(b"\0", b" ")[:200]))
+        table[int(entry.name)] = (parent, cmdline, folder)
+    return table
+
+
+def descendants(root: int, table: dict) -> set:
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (parent, *_) in table.items() if parent in frontier} - found
+        found |= frontier
     return found
+
+
+def template_chain(template, table) -> set:
+    """The template's own processes: its reaper, bubblewrap's two where there is a sandbox, and the
+    template's Python, the first Python below the reaper; the workers it forks are that Python's
+    children."""
+    chain, pid = {template.proc.pid}, template.proc.pid
+    while True:
+        children = [c for c, (parent, *_) in table.items() if parent == pid]
+        if len(children) != 1:
+            return chain
+        pid = children[0]
+        chain.add(pid)
+        if os.path.basename(table[pid][1].split(b"\0")[0]).startswith(b"python"):
+            return chain
 
 
 def feedback(grade) -> str:
@@ -117,10 +182,13 @@ def grade_case(case, level, folder, hidden, rubric=FAST):
 
 
 @pytest.mark.parametrize("case, level", RUNS)
-def test_case_is_graded_as_the_manifest_says(case, level, scene, monkeypatch):
+def test_case_is_graded_as_the_manifest_says(case, level, scene, slot, monkeypatch, request):
     folder, _, hidden = scene
     if level == "process":
         monkeypatch.setenv(worker_template.DISABLE_VAR, "1")
+    else:
+        worker.install_template(slot[0])
+        request.addfinalizer(lambda: worker.install_template(None))
     grade = grade_case(case, level, folder, hidden)
 
     assert grade.isolation == resolve(level).level
@@ -145,6 +213,23 @@ def test_case_is_graded_as_the_manifest_says(case, level, scene, monkeypatch):
         assert grade.score == 0 and grade.earned_units == 0, "a cheat on the stubs gained points"
     assert case.message.lower() in text.lower(), text[:3000]
     assert not errors.CONTROL.search(text), "a control character reached the student's feedback"
+
+
+def test_the_check_after_each_case_finds_a_worker_forked_from_the_slots_template(slot, tmp_path):
+    """The control for the check after each case: a worker forked from the slot's template is found
+    (with its folder in the template's) while it runs, and nothing once it is stopped."""
+    template, hidden = slot
+    if template is None or template.serving_folder() is None:
+        pytest.skip("no worker template on this machine: every case spawns its workers")
+    source = tmp_path / "mhsa.py"
+    source.write_text(REFERENCE.read_text())
+    running = WorkerProcess(source, resolve("auto"), FAST.limits, [hidden], template=template)
+    try:
+        assert running.forked and running.proc.pid in dict(survivors(b"/no-such-folder", template, grace_s=0))
+        assert list(template.folder.iterdir()) != []
+    finally:
+        running.stop()
+    assert survivors(b"/no-such-folder", template) == [] and list(template.folder.iterdir()) == []
 
 
 def test_reading_the_reference_works_without_isolation(tmp_path, monkeypatch, capsys):
