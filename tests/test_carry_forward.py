@@ -222,6 +222,39 @@ def test_a_lone_grade_starts_carry_forwards_worker_once_a_rerun_is_certain(tmp_p
     assert below == (set() if text == REFERENCE_TEXT else {"sdpa"}), below
 
 
+def test_carry_forwards_head_start_never_waits_for_a_template_that_is_not_ready(tmp_path, monkeypatch):
+    """A template restarted in the middle of a grade imports torch again: run_suites then leaves
+    carry_forward's worker to carry_forward, which forks it once the template is ready, rather than
+    wait for the template between two of the suites' calls. The grade's own template, just started,
+    is in that state until its first worker's fork waits for it."""
+    from autograder.isolation.guest import confine
+    from autograder.isolation.host import worker
+    from autograder.pipeline import context
+
+    if confine.landlock_abi() < 1:
+        pytest.skip("no Landlock on this kernel: a grade starts no template of its own")
+    file = tmp_path / "mhsa.py"
+    file.write_text(patched(NO_SCALE))
+    forked = []
+    start = worker.WorkerProcess.__init__
+
+    def noted(self, *args, **kwargs):
+        start(self, *args, **kwargs)
+        forked.append(self.forked)
+
+    monkeypatch.setattr(worker.WorkerProcess, "__init__", noted)
+    ctx = context.GradingContext.create(file, rubric=rubric.load(), isolation="auto", extras=False)
+    try:
+        ctx.start_worker(file)  # the grade's own template, importing torch
+        ctx.start_rerun_worker(file)
+        assert forked == [], "the head start waited for a template that was not ready"
+        assert ctx.backend(file).call("causal_mask", 3).shape == (3, 3)  # its fork waits for the template
+        ctx.start_rerun_worker(file)
+        assert forked == [True, True]
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("v2, v1, cpus", [
     ([], [], 4), (["max 100000"], [], 4), (["150000 100000"], [], 1), (["200000 100000"], [], 2),
     ([], [("-1", "100000")], 4), ([], [("100000", "100000")], 1)])

@@ -93,12 +93,19 @@ class GradingContext:
         its results so far call for a rerun, so that a worker spawned cold imports torch and the
         submission on a spare core while the suites go on, rather than while carry_forward waits for
         it. Not where it would take the grade's own core (one usable CPU, no template to fork it
-        from): there the spawn would slow the suites' calls as much as it saves. A head start only:
-        where it fails, the worker is spawned when carry_forward asks for it, as without one."""
+        from): there the spawn would slow the suites' calls as much as it saves. Nor where the
+        template that would fork it is not ready (restarted in the middle of the grade, it imports
+        torch again): the fork would wait for it between two of the suites' calls. A head start only:
+        where there is none or it fails, carry_forward starts its worker when it asks for it."""
         if self.isolation is not None and self._rerun is None and self._rerun_started is None and not self.time_up:
             from autograder.isolation.host import worker
 
-            if worker.template_fits(self.isolation, list(self.hidden), self._template) or usable_cpus() > 1:
+            hidden = list(self.hidden)
+            if worker.template_fits(self.isolation, hidden, self._template):
+                head_start = worker.template_serving_now(self.isolation, hidden, self._template)  # a fork, now
+            else:
+                head_start = usable_cpus() > 1  # a spawn, on a spare core
+            if head_start:
                 try:
                     self._rerun_started = self._spawn(source)
                 except Exception:  # noqa: BLE001 - rerun_backend spawns it again; failing there fails the rerun's tests

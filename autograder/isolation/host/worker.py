@@ -60,6 +60,13 @@ def template_fits(isolation: Isolation, hidden, template=None) -> bool:
     return template is not None and not template.given_up and template.fits(isolation, hidden)
 
 
+def template_serving_now(isolation: Isolation, hidden, template=None) -> bool:
+    """Whether such a worker would be forked from `template` (None: the installed one) without
+    waiting: it fits and is ready now, not still importing torch after its start or a restart."""
+    template = template or _template
+    return template_fits(isolation, hidden, template) and template.serving_now()
+
+
 class CappedOutput:
     """Keeps the first `cap` bytes a stream produces and counts the rest, reading until EOF."""
 

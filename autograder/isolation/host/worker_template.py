@@ -126,6 +126,11 @@ class WorkerTemplate:
         the same level, and in the sandbox nothing to mask that the template's view does not."""
         return isolation == self.isolation and isolation.masked(hidden) <= self.masked
 
+    def serving_now(self) -> bool:
+        """Whether a worker asked for now would be forked at once: the template said it was ready
+        and still runs (a restarted one is importing torch again until it says so)."""
+        return not self.given_up and self.ready and self.proc.poll() is None
+
     def serving_folder(self) -> Path | None:
         """The folder to make a forked worker's folder in, once the template is serving; None when it
         is not (given up, or failed and restarted: the caller spawns its worker itself)."""
