@@ -100,9 +100,8 @@ class GradingContext:
         if self.isolation is not None and self._rerun is None and self._rerun_started is None and not self.time_up:
             from autograder.isolation.host import worker
 
-            hidden = list(self.hidden)
-            if worker.template_fits(self.isolation, hidden, self._template):
-                head_start = worker.template_serving_now(self.isolation, hidden, self._template)  # a fork, now
+            if worker.template_fits(self.isolation, list(self.hidden), self._template):
+                head_start = worker.template_ready(self._template)  # a fork, now
             else:
                 head_start = usable_cpus() > 1  # a spawn, on a spare core
             if head_start:

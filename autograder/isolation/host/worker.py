@@ -60,11 +60,11 @@ def template_fits(isolation: Isolation, hidden, template=None) -> bool:
     return template is not None and not template.given_up and template.fits(isolation, hidden)
 
 
-def template_serving_now(isolation: Isolation, hidden, template=None) -> bool:
-    """Whether such a worker would be forked from `template` (None: the installed one) without
-    waiting: it fits and is ready now, not still importing torch after its start or a restart."""
+def template_ready(template=None) -> bool:
+    """Whether `template` (None: the installed one), where template_fits, would fork a worker without
+    waiting: ready now, not still importing torch after its start or a restart."""
     template = template or _template
-    return template_fits(isolation, hidden, template) and template.serving_now()
+    return template is not None and template.serving_now()
 
 
 class CappedOutput:
