@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from autograder.core.paths import REFERENCE, REPO
 from autograder.feedback import diagnosis
@@ -71,6 +72,31 @@ def test_the_committed_table_predicts_what_the_models_compute():
 
     assert not written.stale(), "run `python -m autograder release --write`"
     assert len(predictions.shipped()) > 1000
+
+
+def test_the_tables_check_ignores_another_cpus_last_bits_and_finds_a_changed_prediction(tmp_path):
+    """A float32 prediction moved by a few units in its last place, as another CPU's kernels move it,
+    leaves the table current; one moved as a changed model moves it makes the table stale."""
+    from safetensors.torch import load_file, save_file
+    from safetensors import safe_open
+    from autograder.authoring import predictions as written
+
+    with safe_open(str(predictions.TABLE), framework="pt") as handle:
+        metadata = handle.metadata()
+    tensors = load_file(str(predictions.TABLE))
+    name = max((n for n, t in tensors.items() if t.dtype == torch.float32 and t.isfinite().all()),
+               key=lambda n: tensors[n].abs().max())
+
+    def table_with(moved):
+        path = tmp_path / "predictions.safetensors"
+        save_file({**tensors, name: moved}, str(path), metadata=metadata)
+        return path
+
+    original = tensors[name]
+    last_bits = original + 4 * torch.finfo(torch.float32).eps * original.abs()
+    assert not torch.equal(last_bits, original)
+    assert not written.stale(table_with(last_bits))
+    assert written.stale(table_with(original * (1 + 1e-4)))
 
 
 def test_a_call_the_table_lacks_is_unpredicted_and_names_nothing(unscaled):

@@ -48,6 +48,11 @@ class Misconception:
 _TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-5)}
 
 
+def tolerance(dtype: torch.dtype) -> tuple:
+    """(rtol, atol) within which `same` takes a result of `dtype` for its prediction."""
+    return _TOLERANCE.get(dtype, (1e-6, 1e-8))
+
+
 def same(got, want) -> bool:
     if isinstance(want, torch.Tensor):
         if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype \
@@ -55,7 +60,7 @@ def same(got, want) -> bool:
             return False
         if not want.is_floating_point():
             return torch.equal(got, want)
-        rtol, atol = _TOLERANCE.get(want.dtype, (1e-6, 1e-8))
+        rtol, atol = tolerance(want.dtype)
         return bool(torch.isclose(got.double(), want.double(), rtol=rtol, atol=atol, equal_nan=True).all())
     if isinstance(want, (tuple, list)):
         return isinstance(got, (tuple, list)) and len(got) == len(want) and all(map(same, got, want))
