@@ -24,6 +24,25 @@ from gpu_checks.study import CALIBRATION
 # The rubric's CPU configs, with fewer pairs and one dtype: CI time (the study runs the real ones).
 SMALL_CPU = 'dtypes = ["float32"]\npairs = 6\nearly_pairs = 5\nrerun_pairs = 12\nwarmup_pairs = 1\n' \
             'check_calls = 1\nsolo_calls = 3\n'
+# These tests are about the batch and merge commands, not the checks on a loaded machine: with 6 pairs,
+# the median of the out-of-band time moved past the rubric's 5 ms for the reference against itself
+# while CI ran another file on the same two cores. As in test_gpu_checks.py (NOISE_PROOF), the
+# load-sensitive checks get room; the ratio, which tells bob's loop from alice's reference, keeps its
+# threshold. The out-of-band and drift checks are tested in test_gpu_checks.py and calibrated with
+# the rubric's own pair counts (docs/benchmarks/timing-cpu.md).
+NOISE_PROOF_CPU = {"out_of_band_slack_ms": "50.0", "drift_tolerance": "3.0"}
+
+
+def small_cpu_rubric() -> str:
+    """rubric.toml with SMALL_CPU and NOISE_PROOF_CPU in its [parts.timing.cpu] table."""
+    head, marker, tail = RUBRIC_FILE.read_text().partition("[parts.timing.cpu]\n")
+    table, next_table, rest = tail.partition("\n[")
+    lines = table.splitlines()
+    for key, value in NOISE_PROOF_CPU.items():
+        at = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == key]
+        assert len(at) == 1, (key, table)
+        lines[at[0]] = f"{key} = {value}"
+    return head + marker + SMALL_CPU + "\n".join(lines) + next_table + rest
 
 
 def gpu_checks(*args, check=True):
@@ -40,7 +59,7 @@ def timed(tmp_path_factory):
     """alice hands in the reference (a .py), bob a loop over queries (a folder): timed once for the module."""
     root = tmp_path_factory.mktemp("timing")
     rubric = root / "rubric.toml"
-    rubric.write_text(RUBRIC_FILE.read_text().replace("[parts.timing.cpu]\n", "[parts.timing.cpu]\n" + SMALL_CPU))
+    rubric.write_text(small_cpu_rubric())
     submissions = root / "submissions"
     (submissions / "bob").mkdir(parents=True)
     shutil.copy(REFERENCE, submissions / "alice.py")
