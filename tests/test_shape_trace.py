@@ -144,6 +144,24 @@ def test_only_the_students_lines_and_the_last_few(tmp_path):
     assert all(line.startswith("mhsa.py:6  f: ") for line in lines[:-2]), lines
 
 
+def test_the_trace_keeps_what_tells_about_shapes(tmp_path):
+    """Kept: a tensor whose shape or dtype differs from its one tensor argument's, several tensors out
+    (chunk), and any operation with two tensor arguments. Left out: an operation that gives no tensor
+    (a size, a number, a list of sizes) and one tensor in giving the same shape and dtype out."""
+    backend = module(tmp_path, "def f(x):\n"
+                               "    n = x.size(0)\n"
+                               "    sizes = [x.dim(), x.numel()]\n"
+                               "    y = torch.softmax(x, -1)\n"
+                               "    a, b = x.chunk(2, -1)\n"
+                               "    z = a + b\n"
+                               "    w = z.sum(-1)\n"
+                               "    return w.view(5, -1)\n")
+    lines = trace_of(str(raised(backend, "f", torch.randn(3, 4))))
+    assert [re.sub(r"^mhsa\.py:\d+\s+f: ", "", line) for line in lines] == [
+        "chunk((3, 4), 2, -1) -> ((3, 2), (3, 2))", "add((3, 2), (3, 2)) -> (3, 2)", "sum((3, 2), -1) -> (3,)",
+        "view((3,), 5, -1) -> error"], lines
+
+
 def test_an_error_of_the_students_own_has_no_trace(tmp_path):
     """The student's own raise (an argument check) and an error torch raised that their code caught
     and replaced: no trace, the message as they wrote it."""

@@ -315,10 +315,12 @@ class ShapeTrace(TorchFunctionMode):
 
     def _note(self, frame, func, args, kwargs, result):
         try:
+            out = "error" if result is _FAILED else _describe(result, outputs=True)
+            if type(out) is not tuple and _no_tensor_out(out):  # about half the operations: a size, a number
+                return
             arguments = [_describe(a) for a in args] + [(k, _describe(v)) for k, v in kwargs.items()
                                                          if type(v) is torch.Tensor or type(v) is torch.nn.Parameter]
-            out = "error" if result is _FAILED else _describe(result, outputs=True)
-            if result is not _FAILED and _uninformative(arguments, out):
+            if type(out) is tuple and _same_shape_out(arguments, out):
                 return
             self.entries.append((frame.f_lineno, _function_name(frame), _op_name(func), arguments, out))
         except Exception:  # noqa: BLE001 - the trace is a help: it never changes what a call does
@@ -435,11 +437,17 @@ def _describe(value, outputs=False, depth=0):
     return "..."
 
 
-def _uninformative(arguments, out) -> bool:
-    """No tensor came out, or one tensor in gave one tensor of the same shape and dtype out (x.float(),
-    softmax, dropout, a scaling): nothing about shapes to tell."""
-    if type(out) is not tuple:  # several results (a list), or none that is a tensor
-        return out is None or not any(type(o) is tuple for o in out)
+# What the trace leaves out, as nothing about shapes to tell: an operation that gave no tensor (checked
+# first, on the result alone, before the arguments are described: about half the operations of a call),
+# or one tensor in that gave one tensor of the same shape and dtype out (x.float(), softmax, a scaling).
+
+def _no_tensor_out(out) -> bool:
+    """`out` (described, not one tensor) holds no tensor: several results without one, or none."""
+    return out is None or (type(out) is list and not any(type(o) is tuple for o in out))
+
+
+def _same_shape_out(arguments, out) -> bool:
+    """One tensor argument, described as the one tensor that came out (`out`)."""
     tensor = None
     for argument in arguments:
         if type(argument) is tuple and type(argument[0]) is str:  # a keyword argument
