@@ -29,6 +29,7 @@ Prints the machine, then per file a table a maintainer can paste into docs, the 
 unit: one cold grade, and one warm grade in a slot. --json PATH writes every figure.
 """
 import argparse
+import contextlib
 import functools
 import json
 import shutil
@@ -192,8 +193,11 @@ def monitor_cost(calls: int = 300) -> dict:
     7 tokens, d_model 32, 4 heads: a size the suites use), in a fresh process: plain; under the monitor
     as it runs in-process (executor._monitored: the shape trace, the forbidden-API monitor with its
     operator recorder and module watch, then the canary); and as the worker runs it, with library
-    attention refused (refusal.py), which takes the operator recorder's place. The pipes are not in it:
-    a call's round trip less the monitored call is the wire, the worker's loop and the checks of the inputs."""
+    attention refused (refusal.py), which takes the operator recorder's place, with and without the shape
+    trace (what the trace itself costs). `constructed`: the same, the module built in each call as a
+    suite's call builds the student's (its initialisation's operations go through the monitor and the
+    trace too), plain and as the worker runs it. The pipes are not in it: a call's round trip less the
+    monitored call is the wire, the worker's loop and the checks of the inputs."""
     import importlib.util
 
     import torch
@@ -209,34 +213,36 @@ def monitor_cost(calls: int = 300) -> dict:
     torch.manual_seed(0)
     module, x = reference.MultiHeadSelfAttention(32, 4), torch.randn(2, 7, 32, requires_grad=True)
 
-    def call():
-        out = module(x)
+    def call(construct=False):
+        out = (reference.MultiHeadSelfAttention(32, 4) if construct else module)(x)
         (out[0] if isinstance(out, tuple) else out).sum().backward()
 
-    def monitored():
+    def monitored(construct=False, traced=True):
         monitor = executor.ForbiddenApiMonitor()
-        with executor.ShapeTrace(spec.origin), monitor:
-            call()
+        with executor.ShapeTrace(spec.origin) if traced else contextlib.nullcontext(), monitor:
+            call(construct)
             monitor.check_canary()
 
-    def per_call_ms(step) -> float:
+    def per_call_ms(step, *args) -> float:
         for _ in range(20):  # warm: torch's lazy imports and caches
-            step()
+            step(*args)
         started = time.perf_counter()
         for _ in range(calls):
-            step()
+            step(*args)
         return (time.perf_counter() - started) / calls * 1000
 
-    plain, watched = [], []
-    for _ in range(3):  # in turn, the medians count
-        plain.append(per_call_ms(call))
-        watched.append(per_call_ms(monitored))
+    def medians(*steps) -> list:
+        """Each (step, *args)'s milliseconds, the steps in turn three times: the medians."""
+        return [statistics.median(runs) for runs in zip(*[[per_call_ms(*step) for step in steps] for _ in range(3)])]
+
+    plain, watched, plain_built = medians((call,), (monitored,), (call, True))
     refused = refusal.prepare(executor.note_refused, executor.FORBIDDEN_OPS, executor.FORBIDDEN_FUNCTIONS,
                               executor.library_attention_class, executor.library_label)
     executor.refuse_library_attention(refusal.start(refused))  # as the worker does after the import
-    in_worker = [per_call_ms(monitored) for _ in range(3)]
-    return {"plain_ms": statistics.median(plain), "monitored_ms": statistics.median(watched),
-            "worker_ms": statistics.median(in_worker)}
+    in_worker, untraced, built, built_untraced = medians((monitored,), (monitored, False, False),
+                                                         (monitored, True), (monitored, True, False))
+    return {"plain_ms": plain, "monitored_ms": watched, "worker_ms": in_worker, "worker_untraced_ms": untraced,
+            "constructed": {"plain_ms": plain_built, "worker_ms": built, "worker_untraced_ms": built_untraced}}
 
 
 def round_trip_cost(isolation: str, calls: int = 300) -> dict:
@@ -375,7 +381,12 @@ def main(argv=None) -> None:
     plain = monitor["plain_ms"]
     print(f"\nthe monitor: one MultiHeadSelfAttention forward and backward {plain:.2f} ms plain, "
           f"{monitor['monitored_ms']:.2f} ms monitored in-process, operators recorded (x{monitor['monitored_ms'] / plain:.1f}), "
-          f"{monitor['worker_ms']:.2f} ms as the worker runs it, library attention refused (x{monitor['worker_ms'] / plain:.1f})")
+          f"{monitor['worker_ms']:.2f} ms as the worker runs it, library attention refused (x{monitor['worker_ms'] / plain:.1f}), "
+          f"of which the shape trace {monitor['worker_ms'] - monitor['worker_untraced_ms']:.2f} ms")
+    built = monitor["constructed"]
+    print(f"  the module built in the call, as a suite's call builds it: {built['plain_ms']:.2f} ms plain, "
+          f"{built['worker_ms']:.2f} ms as the worker runs it (x{built['worker_ms'] / built['plain_ms']:.1f}), "
+          f"of which the shape trace {built['worker_ms'] - built['worker_untraced_ms']:.2f} ms")
     print(f"a round trip: causal_mask(4) {trip['worker_ms']:.2f} ms through a worker, {trip['in_process_ms']:.2f} ms "
           f"in-process: {trip['worker_ms'] - trip['in_process_ms']:.2f} ms a call for the round trip itself")
     if args.json:

@@ -64,6 +64,7 @@ SLOW_TESTS = {
     "test_sandbox_refusals.py::test_the_reference_still_gets_full_marks",
     "test_attention_refusal.py::test_honest_use_of_pickle_gc_and_inspect_keeps_full_marks_and_is_not_held",
     "test_batch.py::test_a_killed_batch_resumes_without_recomputing_finished_grades",
+    "test_benchmark_script.py::test_batch_cpu_accounts_for_a_cold_batch",
     "test_class_report.py::test_a_real_batch_tells_untouched_and_not_compiling_work_from_an_attempt_that_scores_0",
     "test_carry_forward.py::test_every_route_charges_the_bug_once_alike",
     "test_carry_forward.py::test_an_upstream_bug_written_in_another_style_is_charged_once",
