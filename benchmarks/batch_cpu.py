@@ -86,11 +86,11 @@ def program(command: str) -> str:
 
 def role(pid: int, processes: dict) -> str:
     parent, command, _ = processes[pid]
-    run = program(command)
+    run, parents_run = program(command), program(processes.get(parent, (0, "", 0))[1])
     if run == "template_main.py":
-        return "worker" if program(processes.get(parent, (0, "", 0))[1]) == "template_main.py" else "template"
+        return "worker" if parents_run == run else "template"
     if run == "autograder.runners.slot":  # a slot's own child seen before its exec counts as other
-        return "other" if program(processes.get(parent, (0, "", 0))[1]) == run else "slot"
+        return "other" if parents_run == run else "slot"
     if run == "autograder" and "--batch" in command.split():
         return "runner"
     return "other"

@@ -8,27 +8,26 @@ import sys
 from autograder.core.paths import REPO
 
 
+def load_script(name: str):
+    """benchmarks/NAME.py as a module (the scripts are not a package's modules)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", REPO / "benchmarks" / f"{name}.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 def test_batch_folder_builds_the_requested_number_of_submissions(tmp_path):
-    spec = importlib.util.spec_from_file_location("grading_benchmark", REPO / "benchmarks" / "grading.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
+    benchmark = load_script("grading")
     benchmark.batch_folder(tmp_path / "batch", 7)
     files = sorted((tmp_path / "batch").glob("*.py"))
     assert len(files) == 7
     assert all(f.read_text().strip() for f in files)
 
 
-def load_batch_cpu():
-    spec = importlib.util.spec_from_file_location("batch_cpu_benchmark", REPO / "benchmarks" / "batch_cpu.py")
-    batch_cpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(batch_cpu)
-    return batch_cpu
-
-
 def test_batch_cpu_counts_each_process_in_its_role():
     """The reaper's command line names the template's script after its own, and a template's forks keep
     its command line: the role comes from the program each runs and from its parent."""
-    batch_cpu = load_batch_cpu()
+    batch_cpu = load_script("batch_cpu")
     python = "/venv/bin/python"
     processes = {
         10: (1, f"{python} -m autograder grade /subs --batch --out /out --jobs 2", 0.3),
