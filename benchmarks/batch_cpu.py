@@ -3,6 +3,7 @@ workers, the rest.
 
     python benchmarks/batch_cpu.py                       # one cold batch of 12, --jobs 2
     python benchmarks/batch_cpu.py --batch-size 40 --rounds 2 --json /tmp/cpu.json
+    python benchmarks/batch_cpu.py --rounds 3 --suites-alone   # and the suites' own work, for the floor
 
 Each round is one cold `python -m autograder grade DIR --batch --jobs N` of benchmarks/grading.py's batch
 folder (examples, valid styles, mutants), and one grader slot started on its own that grades nothing (its
@@ -18,6 +19,13 @@ Only the command's descendants count (another program running meanwhile does not
 machine's busy core-seconds (/proc/stat, every program's) and the wall time. A process's last reading
 counts, so one that lives less than POLL_S is missed, and the readings cost this process some CPU
 (counted in the machine's, not in any role): run it on an otherwise quiet machine.
+
+With --suites-alone, each round also runs the same submissions' suites one after the other in one warm Python,
+in-process, as the grade's first run does (grading.run_pytest: the grader's pytest options, failures
+unshrunk), after one run that imports and warms everything: once under the monitor as a student's `pytest
+tests_public` runs it, and once with none (the path the trusted reference takes). Their CPU is the suites'
+own work with no isolation, no worker, no wire and no carry_forward, shrinking or diagnosis: what any
+grader that runs these suites pays for each submission, the start-up left out.
 
 Why not a sampling profiler: one that counts the threads holding the GIL (py-spy --gil) misses what torch
 computes with the GIL released and counts a holder the kernel has preempted as busy; on two cores shared
@@ -122,14 +130,50 @@ def measured(command: list) -> dict:
     return {"wall_s": wall, "busy_core_s": busy, "cpu_s": {r: cpu[r] for r in ROLES}, "processes": dict(count)}
 
 
-def one_round(scratch: Path, folder: Path, jobs: int) -> dict:
+# One warm Python running the suites on each submission in turn; prints its CPU seconds for all of them.
+SUITES_ALONE = """
+import functools, sys, time
+from pathlib import Path
+from autograder.pipeline import grading
+from autograder.testing import backends
+
+monitored, files = sys.argv[1] == "monitored", [Path(f) for f in sys.argv[2:]]
+if not monitored:  # the reference's path: no forbidden-API monitor, no shape trace
+    backends.in_process = functools.partial(backends.InProcessBackend, trusted=True)
+
+def suites(path):
+    grading.run_pytest(path, ("public", "hidden"), grading.ResultCollector(), shrink=False)
+
+suites(files[0])  # the imports, the suites' modules, torch's lazy first calls
+started = time.process_time()
+for path in files:
+    suites(path)
+print(time.process_time() - started)
+"""
+
+
+def suites_alone(folder: Path, monitored: bool) -> float:
+    """CPU seconds of the suites on every submission of `folder`, one after the other in one warm Python."""
+    files = sorted(str(p) for p in folder.glob("*.py"))
+    run = subprocess.run([sys.executable, "-c", SUITES_ALONE, "monitored" if monitored else "plain", *files],
+                         cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         env=os.environ | {"PYTHONPATH": str(REPO)})
+    if run.returncode:
+        raise SystemExit(f"the suites alone ended with {run.returncode}:\n{run.stderr[-2000:]}")
+    return float(run.stdout.split()[-1])
+
+
+def one_round(scratch: Path, folder: Path, jobs: int, alone: bool) -> dict:
     batch = measured([sys.executable, "-m", "autograder", "grade", str(folder), "--batch", "--out",
                       str(scratch / f"out-{time.monotonic_ns()}"), "--jobs", str(jobs)])
     # A slot that grades nothing: its end of stdin comes at once, so this is its start-up (the slot's
     # imports and rubric; its template is stopped as soon as the slot ends, so the batch's template
     # figure, not this one, is what a template costs).
     idle = measured([sys.executable, "-m", "autograder.runners.slot"])
-    return {"batch": batch, "idle_slot_s": idle["cpu_s"]["slot"]}
+    figures = {"batch": batch, "idle_slot_s": idle["cpu_s"]["slot"]}
+    if alone:
+        figures["suites_alone_s"] = {"plain": suites_alone(folder, False), "monitored": suites_alone(folder, True)}
+    return figures
 
 
 def report(size: int, jobs: int, rounds: list) -> dict:
@@ -152,7 +196,14 @@ def report(size: int, jobs: int, rounds: list) -> dict:
     print(f"a slot's start-up, alone: {idle_slot:.1f} s; so the batch's start-up (slots' start-ups, templates, "
           f"runner) {fixed:.1f} s, and a grade {per_grade:.2f} s: "
           f"{(cpu['slot'] - idle_slot * slots) / size:.2f} s in its slot, {cpu['worker'] / size:.2f} s in its workers")
-    return {"size": size, "jobs": jobs, "wall_s": wall, "busy_core_s": busy, "cpu_s": cpu, "processes": processes,
+    figures = {}
+    if "suites_alone_s" in rounds[0]:
+        alone = {way: median(lambda r, w=way: r["suites_alone_s"][w]) for way in ("plain", "monitored")}
+        print(f"the suites alone, warm in one process, in-process (medians of {len(rounds)}): {alone['plain']:.1f} s "
+              f"with no monitor, {alone['monitored']:.1f} s monitored; a grade in the batch {per_grade:.2f} s against "
+              f"{alone['plain'] / size:.2f} s of the suites' own work (x{per_grade * size / alone['plain']:.2f})")
+        figures["suites_alone_s"] = alone
+    return figures | {"size": size, "jobs": jobs, "wall_s": wall, "busy_core_s": busy, "cpu_s": cpu, "processes": processes,
             "idle_slot_s": idle_slot, "start_up_s": fixed, "per_grade_s": per_grade, "rounds": rounds}
 
 
@@ -161,6 +212,8 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1, help="cold batches, one after the other (the median counts)")
+    parser.add_argument("--suites-alone", action="store_true",
+                        help="also time the suites on the same submissions in one warm process, monitored and not")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M')} on {benchmark.machine()}")
@@ -168,7 +221,7 @@ def main(argv=None) -> None:
     try:
         folder = scratch / "batch"
         benchmark.batch_folder(folder, args.batch_size)
-        rounds = [one_round(scratch, folder, args.jobs) for _ in range(args.rounds)]
+        rounds = [one_round(scratch, folder, args.jobs, args.suites_alone) for _ in range(args.rounds)]
         figures = report(args.batch_size, args.jobs, rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -46,9 +46,11 @@ def test_batch_cpu_counts_each_process_in_its_role():
 
 def test_batch_cpu_accounts_for_a_cold_batch(tmp_path):
     """One cold batch of two, as a maintainer runs the script: both slots, their templates and the grades'
-    workers found, and no more CPU counted by process than the machine was busy."""
+    workers found, and no more CPU counted by process than the machine was busy; the suites alone on the
+    same two timed both ways."""
     figures = tmp_path / "cpu.json"
-    done = subprocess.run([sys.executable, "benchmarks/batch_cpu.py", "--batch-size", "2", "--json", str(figures)],
+    done = subprocess.run([sys.executable, "benchmarks/batch_cpu.py", "--batch-size", "2", "--suites-alone",
+                           "--json", str(figures)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(figures.read_text())
@@ -56,3 +58,5 @@ def test_batch_cpu_accounts_for_a_cold_batch(tmp_path):
     assert found["processes"]["worker"] >= 2 and found["cpu_s"]["worker"] > 0 and found["cpu_s"]["slot"] > 0
     assert sum(found["cpu_s"].values()) <= found["busy_core_s"] + 0.5  # ticks of 10 ms per process
     assert found["per_grade_s"] > 0 and "a grade" in done.stdout
+    assert found["suites_alone_s"]["plain"] > 0 and found["suites_alone_s"]["monitored"] > 0
+    assert "the suites alone" in done.stdout

@@ -62,6 +62,45 @@ def test_seeded_draws_give_each_tensor_its_own_seed():
     assert torch.equal(state["out.weight"], oracles.randn((4, 4), torch.Generator().manual_seed(12), scale=0.5))
 
 
+def test_a_remembered_oracle_computes_once_for_equal_contents_and_hands_out_copies():
+    d, h, gen = 8, 2, torch.Generator().manual_seed(2)
+    state, x = oracles.mhsa_state(d, oracles.draws(gen)), oracles.randn((2, 5, d), gen)
+    grad = oracles.randn((2, 5, d), gen)
+    first = oracles.mha_expected(state, x, h, grad_output=grad)
+    first.output.zero_()
+    first.param_grads["qkv.weight"].zero_()
+    # equal contents in other tensors: the kept result, unchanged by what was done to the first copy
+    again = oracles.mha_expected({k: v.clone() for k, v in state.items()}, x.clone(), h, grad_output=grad.clone())
+    fresh = oracles.mha_expected.__wrapped__(state, x, h, grad_output=grad)
+    for got, want in ((again.output, fresh.output), (again.weights, fresh.weights), (again.x_grad, fresh.x_grad),
+                      (again.param_grads["qkv.weight"], fresh.param_grads["qkv.weight"])):
+        assert torch.equal(got, want)
+    assert again.output.abs().sum() > 0
+
+
+def test_a_remembered_oracle_computes_again_for_anything_that_differs():
+    computed = []
+
+    @oracles.remembered
+    def oracle(*args, **kwargs):
+        computed.append((args, kwargs))
+        return oracles.Expected(torch.zeros(1))
+
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    changed = x.clone()
+    changed[1, 2] = 5.000000001
+    calls = [((x,), {}), ((x.clone(),), {}),                 # equal contents: computed once
+             ((changed,), {}),                                # one element differs
+             ((x.float(),), {}), ((x.reshape(3, 2),), {}),    # the same values in another dtype or shape
+             ((x, 1), {}), ((x, 1.0), {}), ((x, True), {}),   # equal numbers of other types
+             ((x,), {"init": {"num_heads": 2}}), ((x,), {"init": {"num_heads": 4}}),
+             ((x,), {"init": {"num_heads": 4}}),              # an equal dict again: computed once
+             ((x, object()), {}), ((x, object()), {})]        # what the key cannot describe: every time
+    for args, kwargs in calls:
+        oracle(*args, **kwargs)
+    assert len(computed) == len(calls) - 2
+
+
 def _marked_tests():
     """(file, test name, parity name, names of the file's tests) for every self_comparison marker."""
     for suite in SUITE_DIRS.values():

@@ -8,10 +8,13 @@ may not use, so nothing here is a solution to copy; functions that have no libra
 
 This module imports nothing but torch: the notebook's read-only helper cell is this file's text.
 """
+import functools
+import hashlib
 import itertools
 import math
 import warnings
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
@@ -151,6 +154,63 @@ def torch_block(state: dict, d_model: int, num_heads: int, d_ff: int, dropout=0.
     return _load(layer, BLOCK_NAMES, state)
 
 
+def remembered(oracle):
+    """`oracle` with its results kept by the exact contents of its arguments. A grader grades many
+    submissions in one process, and the derandomized tests draw the same inputs for each: building torch's
+    module for every call cost about as much as the submission's own call. Each result is a copy, so a
+    test that changes one in place changes no later test's. Arguments off the CPU, or of a kind
+    the key does not know, are computed every time."""
+    results = OrderedDict()
+
+    @functools.wraps(oracle)
+    def oracle_remembered(*args, **kwargs):
+        key = _contents((args, kwargs))
+        if key is None:
+            return oracle(*args, **kwargs)
+        if key in results:
+            results.move_to_end(key)
+        else:
+            results[key] = oracle(*args, **kwargs)
+            if len(results) > REMEMBERED_RESULTS:
+                results.popitem(last=False)
+        return _copied(results[key])
+
+    return oracle_remembered
+
+
+REMEMBERED_RESULTS = 2048  # per oracle: the suites' draws for one submission are about 600 (a few MB)
+
+
+def _contents(value):
+    """A key equal for arguments of equal contents (dtype, shape and every byte of a tensor), None when
+    `value` holds what it cannot describe."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu" or value.is_complex() or value.layout != torch.strided:
+            return None
+        data = value.detach().reshape(-1).contiguous().view(torch.uint8).numpy()
+        return "tensor", value.dtype, tuple(value.shape), hashlib.blake2b(data, digest_size=16).digest()
+    if isinstance(value, (tuple, list)):
+        items = tuple(map(_contents, value))
+        return None if None in items else (type(value).__name__, items)
+    if isinstance(value, dict):
+        items = tuple((k, _contents(v)) for k, v in value.items())
+        return None if any(v is None for _, v in items) or not all(isinstance(k, str) for k, _ in items) \
+            else ("dict", items)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return type(value).__name__, repr(value)  # 1, 1.0 and True, or 0.0 and -0.0, are equal keys otherwise
+    return None
+
+
+def _copied(expected: Expected) -> Expected:
+    def copy(value):
+        if isinstance(value, dict):
+            return {k: copy(v) for k, v in value.items()}
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    return Expected(**{f.name: copy(getattr(expected, f.name)) for f in fields(Expected)})
+
+
+@remembered
 def mha_expected(state, x, num_heads, attn_mask=None, key_padding_mask=None, grad_output=None) -> Expected:
     """What nn.MultiheadAttention computes with the same weights and masks (ours: attn_mask (L, L),
     (B, 1, L, L) or (B, h, L, L); key_padding_mask (B, L)), and with grad_output the gradients."""
@@ -161,6 +221,7 @@ def mha_expected(state, x, num_heads, attn_mask=None, key_padding_mask=None, gra
                                  need_weights=True, average_attn_weights=False))
 
 
+@remembered
 def block_expected(state, x, init, attn_mask=None, key_padding_mask=None, grad_output=None) -> Expected:
     """What nn.TransformerEncoderLayer computes with the same weights, settings (TransformerBlock's
     constructor arguments) and masks."""
