@@ -196,15 +196,15 @@ def report(size: int, jobs: int, rounds: list) -> dict:
     print(f"a slot's start-up, alone: {idle_slot:.1f} s; so the batch's start-up (slots' start-ups, templates, "
           f"runner) {fixed:.1f} s, and a grade {per_grade:.2f} s: "
           f"{(cpu['slot'] - idle_slot * slots) / size:.2f} s in its slot, {cpu['worker'] / size:.2f} s in its workers")
-    figures = {}
+    figures = {"size": size, "jobs": jobs, "wall_s": wall, "busy_core_s": busy, "cpu_s": cpu, "processes": processes,
+               "idle_slot_s": idle_slot, "start_up_s": fixed, "per_grade_s": per_grade, "rounds": rounds}
     if "suites_alone_s" in rounds[0]:
         alone = {way: median(lambda r, w=way: r["suites_alone_s"][w]) for way in ("plain", "monitored")}
         print(f"the suites alone, warm in one process, in-process (medians of {len(rounds)}): {alone['plain']:.1f} s "
               f"with no monitor, {alone['monitored']:.1f} s monitored; a grade in the batch {per_grade:.2f} s against "
               f"{alone['plain'] / size:.2f} s of the suites' own work (x{per_grade * size / alone['plain']:.2f})")
         figures["suites_alone_s"] = alone
-    return figures | {"size": size, "jobs": jobs, "wall_s": wall, "busy_core_s": busy, "cpu_s": cpu, "processes": processes,
-            "idle_slot_s": idle_slot, "start_up_s": fixed, "per_grade_s": per_grade, "rounds": rounds}
+    return figures
 
 
 def main(argv=None) -> None:

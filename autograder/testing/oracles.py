@@ -196,9 +196,8 @@ def _contents(value):
         items = tuple(map(_contents, value))
         return None if None in items else (type(value).__name__, items)
     if isinstance(value, dict):
-        items = tuple((k, _contents(v)) for k, v in value.items())
-        return None if any(v is None for _, v in items) or not all(isinstance(k, str) for k, _ in items) \
-            else ("dict", items)
+        items = _contents(list(value.items()))  # each key and value described as above
+        return None if items is None else ("dict", items)
     if value is None or isinstance(value, (bool, int, float, str)):
         return type(value).__name__, repr(value)  # 1, 1.0 and True, or 0.0 and -0.0, are equal keys otherwise
     return None
